@@ -1,0 +1,2 @@
+"""jaxmb.identification: identification of inertial, friction and hydraulic parameters from
+logged experiment data (installed from the top-level identification/ folder)."""

@@ -1,0 +1,275 @@
+r"""Equations of motion in minimal coordinates by inertia partitioning (Dastranj & Mattila (2026)
+eqs. (8)-(13)):
+
+    Gamma(q) qdd + h(q, qd) = Q_e(q, qd) + Q_a ,   Gamma = sum_i Gamma_i ,   Gamma_i = J_i^T M_i J_i
+
+with ``h`` Coriolis/centrifugal only and ``Q_e`` gravity plus external wrenches (eq. (11)).
+
+Every function here is the definition in the paper. Inverse and forward dynamics default to the
+recursive fast path of `jaxmb.recursive` (``method="rnea"``); ``method="lagrangian"`` evaluates
+the definitions instead, and the tests check that both agree to round-off.
+"""
+
+from collections.abc import Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jaxtyping import Array, Float
+
+from .kinematics import (
+    augmented_coordinates,
+    body_jacobians,
+    frame_jacobian,
+    frame_transforms,
+)
+from .model import Model
+from .recursive import body_spatial_inertias, rnea
+from .spatial import skew
+
+__all__ = [
+    "spatial_inertias",
+    "body_mass_matrices",
+    "mass_matrix",
+    "kinetic_energy",
+    "potential_energy",
+    "bias_forces",
+    "coriolis_matrix",
+    "gravity_forces",
+    "wrench_forces",
+    "external_forces",
+    "inverse_dynamics",
+    "forward_dynamics",
+    "inertial_parameters",
+    "spatial_inertias_from_parameters",
+    "regressor",
+]
+
+spatial_inertias = body_spatial_inertias
+
+_METHODS = ("rnea", "lagrangian")
+
+
+def _check_method(method: str) -> None:
+    if method not in _METHODS:
+        raise ValueError(f"method: expected one of {_METHODS}, got {method!r}")
+
+
+def _check_vec(model: Model, x, name: str) -> None:
+    if jnp.shape(x) != (model.n,):
+        raise ValueError(
+            f"{name}: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
+            f"got {jnp.shape(x)}"
+        )
+
+
+def body_mass_matrices(model: Model, q: Float[Array, " n"]) -> Float[Array, "nb n n"]:
+    r"""Per-body generalized inertia $\Gamma_i = J_i^\top M_i J_i$ (Dastranj & Mattila (2026) eq. (9)).
+
+    ``J_i`` is body i's body-fixed Jacobian in minimal coordinates (eq. (7), then ``J = Jhat E``).
+    Each is symmetric positive semidefinite; their sum is Gamma (eq. (10))."""
+    J = body_jacobians(model, q)  # (nb, 6, n)
+    return jnp.einsum("bki,bkl,blj->bij", J, spatial_inertias(model), J)
+
+
+def mass_matrix(model: Model, q: Float[Array, " n"]) -> Float[Array, "n n"]:
+    r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10))."""
+    J = body_jacobians(model, q)
+    return jnp.einsum("bki,bkl,blj->ij", J, spatial_inertias(model), J)
+
+
+def kinetic_energy(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"]) -> Float[Array, ""]:
+    r"""$T = \tfrac12 \dot q^\top \Gamma(q) \dot q$ (eq. (10)), J."""
+    _check_vec(model, qd, "qd")
+    return 0.5 * qd @ mass_matrix(model, q) @ qd
+
+
+def _com_positions(model: Model, q) -> list:
+    world = frame_transforms(model, augmented_coordinates(model, q))
+    out = []
+    for b, k in zip(model.bodies, model.body_frame_index, strict=True):
+        R, p = world[k]
+        out.append(p + R @ b.com)
+    return out
+
+
+def potential_energy(model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
+    r"""Gravitational potential $V = -\sum_i m_i\, g^\top p_{S C_i}(q)$, J (zero at S's origin)."""
+    V = jnp.zeros((), dtype=jnp.result_type(q, model.gravity))
+    for b, p in zip(model.bodies, _com_positions(model, q), strict=True):
+        V = V - b.mass * (model.gravity @ p)
+    return V
+
+
+def bias_forces(
+    model: Model, q: Float[Array, " n"], qd: Float[Array, " n"], *, method: str = "lagrangian"
+) -> Float[Array, " n"]:
+    r"""Coriolis/centrifugal forces $h = \dot\Gamma \dot q - \tfrac12 \nabla_q(\dot q^\top \Gamma \dot q)$
+    (Dastranj & Mattila (2026) eqs. (12)-(13)); no gravity.
+
+    ``method="lagrangian"`` (default) differentiates the kinetic energy, exactly eq. (13);
+    ``method="rnea"`` takes the recursive fast path (`jaxmb.recursive.rnea` with qdd = 0)."""
+    _check_method(method)
+    _check_vec(model, qd, "qd")
+    if method == "rnea":
+        return rnea(model, q, qd, jnp.zeros_like(qd), gravity=False)
+
+    def Gamma(q_):
+        return mass_matrix(model, q_)
+
+    Gamma_dot = jax.jvp(Gamma, (q,), (qd,))[1]  # sum_j dGamma/dq_j qd_j
+    return Gamma_dot @ qd - 0.5 * jax.grad(lambda q_: qd @ Gamma(q_) @ qd)(q)
+
+
+def coriolis_matrix(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"]) -> Float[Array, "n n"]:
+    r"""$C_{kj} = \sum_i \Gamma_{ijk} \dot q_i$ with the Christoffel symbols of the first kind
+    $\Gamma_{ijk} = \tfrac12(\partial_i \Gamma_{kj} + \partial_j \Gamma_{ki} - \partial_k \Gamma_{ij})$.
+
+    Then $C \dot q = h$ (eq. (13)) and $\dot\Gamma - 2C$ is skew-symmetric."""
+    _check_vec(model, qd, "qd")
+    dG = jax.jacfwd(lambda q_: mass_matrix(model, q_))(q)  # dG[k, j, i] = dGamma_kj / dq_i
+    term1 = jnp.einsum("kji,i->kj", dG, qd)
+    term2 = jnp.einsum("kij,i->kj", dG, qd)
+    term3 = jnp.einsum("ijk,i->kj", dG, qd)
+    return 0.5 * (term1 + term2 - term3)
+
+
+def gravity_forces(model: Model, q: Float[Array, " n"]) -> Float[Array, " n"]:
+    r"""Generalized force of gravity, $Q_g = \sum_i J_{C_i}^\top [0;\, m_i R_{C_i S}\, g]$
+    (Dastranj & Mattila (2026), the formula after Table II, i.e. eq. (11) with the weights).
+
+    Evaluated at the body frames: the weight at the COM is the wrench $[c \times f; f]$ in $B_i$."""
+    J = body_jacobians(model, q)
+    world = frame_transforms(model, augmented_coordinates(model, q))
+    Q = jnp.zeros(model.n, dtype=J.dtype)
+    for i, (b, k) in enumerate(zip(model.bodies, model.body_frame_index, strict=True)):
+        R_SB = world[k][0]
+        f = b.mass * (R_SB.T @ model.gravity)
+        W = jnp.concatenate([jnp.cross(b.com, f), f])
+        Q = Q + J[i].T @ W
+    return Q
+
+
+def wrench_forces(
+    model: Model, q: Float[Array, " n"], frame: str, wrench: Float[Array, "6"]
+) -> Float[Array, " n"]:
+    r"""Generalized force of a wrench $[m; f]$ given in ``frame`` and acting at its origin,
+    $Q = J_P^\top W$ (Dastranj & Mattila (2026) eq. (11))."""
+    if jnp.shape(wrench) != (6,):
+        raise ValueError(f"wrench on frame {frame!r}: expected shape (6,), got {jnp.shape(wrench)}")
+    return frame_jacobian(model, q, frame).T @ wrench
+
+
+def external_forces(
+    model: Model, q: Float[Array, " n"], wrenches: Mapping[str, Array] | None = None
+) -> Float[Array, " n"]:
+    r"""$Q_e$: gravity plus the wrenches ``{frame: [moment; force]}`` (eq. (11))."""
+    Q = gravity_forces(model, q)
+    for name, W in (wrenches or {}).items():
+        Q = Q + wrench_forces(model, q, name, W)
+    return Q
+
+
+def inverse_dynamics(
+    model: Model,
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    qdd: Float[Array, " n"],
+    wrenches: Mapping[str, Array] | None = None,
+    *,
+    method: str = "rnea",
+) -> Float[Array, " n"]:
+    r"""Actuator forces $Q_a = \Gamma \ddot q + h - Q_e$ (Dastranj & Mattila (2026) eq. (13)).
+
+    Args:
+        wrenches: external wrenches ``{frame name: [moment; force]}`` in that frame, N m and N.
+        method: ``"rnea"`` (recursive fast path) or ``"lagrangian"`` (eqs. (9)-(13) literally)."""
+    _check_method(method)
+    _check_vec(model, qd, "qd")
+    _check_vec(model, qdd, "qdd")
+    if method == "rnea":
+        return rnea(model, q, qd, qdd, gravity=True, wrenches=wrenches)
+    return (
+        mass_matrix(model, q) @ qdd
+        + bias_forces(model, q, qd)
+        - external_forces(model, q, wrenches)
+    )
+
+
+def forward_dynamics(
+    model: Model,
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    tau: Float[Array, " n"],
+    wrenches: Mapping[str, Array] | None = None,
+    *,
+    method: str = "rnea",
+) -> Float[Array, " n"]:
+    r"""$\ddot q = \Gamma^{-1}(Q_e + Q_a - h)$ (eq. (13)) by a Cholesky solve; ``tau`` is $Q_a$.
+
+    Raises (through `equinox.error_if`) if Gamma(q) is not positive definite, e.g. at a
+    singularity of the coordinate map."""
+    _check_method(method)
+    _check_vec(model, tau, "tau")
+    zero = jnp.zeros_like(qd)
+    rest = inverse_dynamics(model, q, qd, zero, wrenches, method=method)  # h - Q_e
+    L = jnp.linalg.cholesky(mass_matrix(model, q))  # NaN entries if Gamma is not SPD
+    L = eqx.error_if(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
+    return jsl.cho_solve((L, True), tau - rest)
+
+
+def inertial_parameters(model: Model) -> Float[Array, "nb 10"]:
+    r"""The 10 standard inertial parameters of every body, in Pinocchio's order
+
+    ``[m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz]``
+
+    with ``c`` the COM in the body frame and ``I = I_C + m([c]^T [c])`` the inertia about the
+    body frame's origin (parallel axes). The spatial inertia M_i is linear in these."""
+    rows = []
+    for b in model.bodies:
+        m, c = b.mass, b.com
+        C = skew(c)
+        I = b.inertia + m * (C.T @ C)
+        rows.append(
+            jnp.stack(
+                [m, m * c[0], m * c[1], m * c[2], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]]
+            )
+        )
+    if not rows:
+        return jnp.zeros((0, 10), dtype=model.gravity.dtype)
+    return jnp.stack(rows)
+
+
+def spatial_inertias_from_parameters(pi: Float[Array, "nb 10"]) -> Float[Array, "nb 6 6"]:
+    r"""$M_i = [[I_O, [m c]], [[m c]^\top, m I_3]]$ from `inertial_parameters` (linear map)."""
+    m, mc = pi[:, 0], pi[:, 1:4]
+    Ixx, Ixy, Iyy, Ixz, Iyz, Izz = (pi[:, k] for k in range(4, 10))
+    I = jnp.stack(
+        [jnp.stack([Ixx, Ixy, Ixz], -1), jnp.stack([Ixy, Iyy, Iyz], -1), jnp.stack([Ixz, Iyz, Izz], -1)],
+        axis=-2,
+    )
+    C = skew(mc)
+    eye = jnp.eye(3, dtype=pi.dtype)
+    top = jnp.concatenate([I, C], axis=-1)
+    bottom = jnp.concatenate([jnp.swapaxes(C, -1, -2), m[:, None, None] * eye], axis=-1)
+    return jnp.concatenate([top, bottom], axis=-2)
+
+
+def regressor(
+    model: Model, q: Float[Array, " n"], qd: Float[Array, " n"], qdd: Float[Array, " n"]
+) -> Float[Array, "n nb10"]:
+    r"""Inverse-dynamics regressor $Y$ with $Y \pi = Q_a = \Gamma \ddot q + h - Q_g$ (gravity
+    included), ``pi = inertial_parameters(model).ravel()`` (10 per body, bodies in model order).
+
+    Inverse dynamics is linear in the spatial inertias, so Y is the exact Jacobian of the
+    recursive inverse dynamics with respect to pi (evaluated at pi = 0)."""
+    _check_vec(model, qd, "qd")
+    _check_vec(model, qdd, "qdd")
+    nb = len(model.bodies)
+    pi0 = jnp.zeros((nb, 10), dtype=jnp.result_type(q, qd, qdd, model.gravity))
+
+    def tau(pi):
+        return rnea(model, q, qd, qdd, inertias=spatial_inertias_from_parameters(pi))
+
+    return jax.jacfwd(tau)(pi0).reshape(model.n, nb * 10)

@@ -1,0 +1,145 @@
+r"""Frame poses and body-fixed Jacobians (Dastranj & Mattila (2026) eqs. (1)-(7), (26)).
+
+The tree is walked once, parents first (a Python loop over static structure that unrolls at
+trace time). Each frame's body-fixed Jacobian in augmented coordinates follows eq. (7):
+
+    Jhat_k = Ad_{T_k,parent} Jhat_parent + S_k e_{c(k)}
+
+with ``S_k = [axis; 0]`` (revolute) or ``[0; axis]`` (prismatic) in frame k's coordinates (the
+joint axis is invariant under its own motion). In minimal coordinates ``J_k = Jhat_k E`` with
+``E = dXi/dq`` by `jax.jacfwd` (eq. (26)).
+"""
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .model import Model
+from .spatial import adjoint_apply, compose, homogeneous, inverse, rot_axis_angle
+
+__all__ = [
+    "augmented_coordinates",
+    "coordinate_map_jacobian",
+    "local_transforms",
+    "motion_subspace",
+    "frame_transforms",
+    "augmented_jacobians",
+    "frame_pose",
+    "frame_jacobian",
+    "body_jacobians",
+]
+
+
+def augmented_coordinates(model: Model, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
+    r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
+    _check_q(model, q)
+    if model.coordinate_map is None:
+        return q
+    return model.coordinate_map(q)
+
+
+def coordinate_map_jacobian(model: Model, q: Float[Array, " n"]) -> Float[Array, "nhat n"]:
+    r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
+    _check_q(model, q)
+    if model.coordinate_map is None:
+        return jnp.eye(model.n, dtype=jnp.result_type(q))
+    return jax.jacfwd(model.coordinate_map)(q)
+
+
+def _check_q(model: Model, q) -> None:
+    if jnp.shape(q) != (model.n,):
+        raise ValueError(
+            f"q: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
+            f"got {jnp.shape(q)}"
+        )
+
+
+def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
+    """Frame k's joint column ``S_k`` in its own coordinates (twists [omega; v]); zeros if fixed."""
+    f = model.frames[k]
+    zero = jnp.zeros_like(f.axis)
+    if f.joint == "revolute":
+        return jnp.concatenate([f.axis, zero])
+    if f.joint == "prismatic":
+        return jnp.concatenate([zero, f.axis])
+    return jnp.concatenate([zero, zero])
+
+
+def local_transforms(model: Model, qhat: Float[Array, " nhat"]):
+    """``T_parent,k`` for every frame k as a list of ``(R, p)``: placement, then joint motion."""
+    out = []
+    for f, c in zip(model.frames, model.coordinate_index, strict=True):
+        if f.joint == "revolute":
+            T = (f.rotation @ rot_axis_angle(f.axis, qhat[c]), f.translation)
+        elif f.joint == "prismatic":
+            T = (f.rotation, f.translation + f.rotation @ (f.axis * qhat[c]))
+        else:
+            T = (f.rotation, f.translation)
+        out.append(T)
+    return out
+
+
+def frame_transforms(model: Model, qhat: Float[Array, " nhat"]):
+    """``T_S,k`` for every kinematic frame k, as a list of ``(R, p)`` (chain rule of transforms)."""
+    world = []
+    for T, parent in zip(local_transforms(model, qhat), model.parent_index, strict=True):
+        world.append(T if parent < 0 else compose(world[parent], T))
+    return world
+
+
+def augmented_jacobians(model: Model, qhat: Float[Array, " nhat"]) -> Float[Array, "nf 6 nhat"]:
+    r"""Body-fixed Jacobians $\hat J_k$ of every kinematic frame in augmented coordinates, by the
+    propagation of Dastranj & Mattila (2026) eq. (7) (see the module docstring)."""
+    nhat = model.n_augmented
+    dtype = jnp.result_type(qhat, model.gravity)
+    jacs = []
+    for k, (T, parent, c) in enumerate(
+        zip(local_transforms(model, qhat), model.parent_index, model.coordinate_index, strict=True)
+    ):
+        if parent < 0:
+            J = jnp.zeros((6, nhat), dtype=dtype)
+        else:
+            R_kp, p_kp = inverse(T)  # T_k,parent
+            J = adjoint_apply(R_kp, p_kp, jacs[parent])  # eq. (7)
+        if c >= 0:
+            J = J.at[:, c].add(motion_subspace(model, k))
+        jacs.append(J)
+    return jnp.stack(jacs)
+
+
+def _resolve(model: Model, frame: str):
+    """(kinematic frame index, COM offset or None) for a frame name."""
+    names = [f.name for f in model.frames]
+    if frame in names:
+        return names.index(frame), None
+    for b, k in zip(model.bodies, model.body_frame_index, strict=True):
+        if b.com_frame == frame:
+            return k, b.com
+    raise ValueError(f"unknown frame {frame!r}; frames are {list(model.frame_names)}")
+
+
+def frame_pose(model: Model, q: Float[Array, " n"], frame: str) -> Float[Array, "4 4"]:
+    """``T_S,frame(q)``, the 4x4 pose of a named frame in the inertial frame S."""
+    k, com = _resolve(model, frame)
+    R, p = frame_transforms(model, augmented_coordinates(model, q))[k]
+    if com is not None:  # COM frames are parallel to their body frame
+        p = p + R @ com
+    return homogeneous(R, p)
+
+
+def frame_jacobian(model: Model, q: Float[Array, " n"], frame: str) -> Float[Array, "6 n"]:
+    r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
+    (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
+    k, com = _resolve(model, frame)
+    qhat = augmented_coordinates(model, q)
+    J = augmented_jacobians(model, qhat)[k]
+    if com is not None:  # T_C,B = (I, -com): eq. (7) to the COM frame
+        J = adjoint_apply(jnp.eye(3, dtype=J.dtype), -com, J)
+    return J @ coordinate_map_jacobian(model, q)
+
+
+def body_jacobians(model: Model, q: Float[Array, " n"]) -> Float[Array, "nb 6 n"]:
+    r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""
+    qhat = augmented_coordinates(model, q)
+    Jhat = augmented_jacobians(model, qhat)[jnp.asarray(model.body_frame_index, dtype=int)]
+    return Jhat @ coordinate_map_jacobian(model, q)

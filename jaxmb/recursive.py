@@ -1,0 +1,146 @@
+r"""Fast path: the recursive Newton-Euler algorithm (RNEA) on the augmented tree, mapped to
+minimal coordinates through the coordinate map.
+
+With ``qhat = Xi(q)``, ``qhatd = E qd`` and ``qhatdd = E qdd + Edot qd``, the virtual power of the
+augmented tree gives the minimal-coordinate inverse dynamics
+
+    Q_a = E^T tau_hat(qhat, qhatd, qhatdd) ,
+
+the form DESIGN.md names for fast paths (``Gamma = E^T Gamma_hat E``,
+``h = E^T (h_hat + Gamma_hat Edot qd)``). The recursion is Featherstone's RNEA in body-fixed
+coordinates with twists [omega; v] (Lynch & Park, the kinematics reference [12] of Dastranj &
+Mattila (2026)); it is O(n) where autodiff of the kinetic energy (eqs. (12)-(13)) is O(n^3).
+`jaxmb.dynamics` keeps the definition, and the tests check that both agree.
+"""
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .kinematics import _resolve, augmented_coordinates, local_transforms, motion_subspace
+from .model import Model
+from .spatial import (
+    adjoint_apply,
+    adjoint_transpose_apply,
+    inverse,
+    spatial_cross_force,
+    spatial_cross_motion,
+    spatial_inertia,
+)
+
+__all__ = ["body_spatial_inertias", "rnea_augmented", "rnea"]
+
+
+def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
+    """Every body's spatial inertia ``M_i`` about its body frame (after Dastranj & Mattila eq. (8))."""
+    if not model.bodies:
+        return jnp.zeros((0, 6, 6), dtype=model.gravity.dtype)
+    return jnp.stack([spatial_inertia(b.mass, b.com, b.inertia) for b in model.bodies])
+
+
+def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[int, Array]:
+    """External wrenches moved to their kinematic frame's coordinates, summed per frame."""
+    out: dict[int, Array] = {}
+    for name, W in (wrenches or {}).items():
+        if jnp.shape(W) != (6,):
+            raise ValueError(f"wrench on frame {name!r}: expected shape (6,), got {jnp.shape(W)}")
+        k, com = _resolve(model, name)
+        if com is not None:  # W_B = Ad_{T_CB}^T W_C with T_CB = (I, -com)
+            W = adjoint_transpose_apply(jnp.eye(3, dtype=com.dtype), -com, W)
+        out[k] = out[k] + W if k in out else W
+    return out
+
+
+def rnea_augmented(
+    model: Model,
+    qhat: Float[Array, " nhat"],
+    qhatd: Float[Array, " nhat"],
+    qhatdd: Float[Array, " nhat"],
+    *,
+    gravity: bool = True,
+    wrenches: Mapping[str, Array] | None = None,
+    inertias: Float[Array, "nb 6 6"] | None = None,
+) -> Float[Array, " nhat"]:
+    r"""Generalized forces of the open augmented tree: $\hat\Gamma \ddot{\hat q} + \hat h - \hat Q_e$.
+
+    Args:
+        gravity: include the model's gravity (as a fictitious base acceleration $-g$).
+        wrenches: external wrenches ``{frame name: [moment; force]}`` in that frame's coordinates.
+        inertias: spatial inertias to use instead of the bodies' (the regressor differentiates
+            with respect to them; the result is linear in them)."""
+    M_body = body_spatial_inertias(model) if inertias is None else inertias
+    dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body)
+    nf = len(model.frames)
+    M_frame: list[Array | None] = [None] * nf
+    for i, k in enumerate(model.body_frame_index):
+        M_frame[k] = M_body[i] if M_frame[k] is None else M_frame[k] + M_body[i]
+    W_ext = _frame_wrenches(model, wrenches)
+
+    zero6 = jnp.zeros(6, dtype=dtype)
+    g = model.gravity.astype(dtype)
+    a_world = jnp.concatenate([jnp.zeros(3, dtype=dtype), -g]) if gravity else zero6
+    T_local = local_transforms(model, qhat)
+    T_inv = [inverse(T) for T in T_local]  # T_k,parent
+    V, A, F = [], [], []
+    for k in range(nf):  # forward pass: twists and their rates
+        parent, c = model.parent_index[k], model.coordinate_index[k]
+        R, p = T_inv[k]
+        v_p = zero6 if parent < 0 else V[parent]
+        a_p = a_world if parent < 0 else A[parent]
+        v = adjoint_apply(R, p, v_p)
+        a = adjoint_apply(R, p, a_p)
+        if c >= 0:
+            S = motion_subspace(model, k)
+            v = v + S * qhatd[c]
+            a = a + S * qhatdd[c] + spatial_cross_motion(v, S * qhatd[c])
+        f = zero6
+        if M_frame[k] is not None:
+            Mk = M_frame[k]
+            f = Mk @ a + spatial_cross_force(v, Mk @ v)
+        if k in W_ext:
+            f = f - W_ext[k]
+        V.append(v)
+        A.append(a)
+        F.append(f)
+    tau = jnp.zeros(model.n_augmented, dtype=dtype)
+    for k in reversed(range(nf)):  # backward pass: wrenches to parents, projection on joints
+        parent, c = model.parent_index[k], model.coordinate_index[k]
+        if c >= 0:
+            tau = tau.at[c].add(motion_subspace(model, k) @ F[k])
+        if parent >= 0:
+            R, p = T_inv[k]
+            F[parent] = F[parent] + adjoint_transpose_apply(R, p, F[k])
+    return tau
+
+
+def rnea(
+    model: Model,
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    qdd: Float[Array, " n"],
+    *,
+    gravity: bool = True,
+    wrenches: Mapping[str, Array] | None = None,
+    inertias: Float[Array, "nb 6 6"] | None = None,
+) -> Float[Array, " n"]:
+    r"""$Q_a = \Gamma \ddot q + h - Q_e$ in minimal coordinates by RNEA on the augmented tree:
+    $E^\top \hat\tau(\Xi(q), E\dot q, E\ddot q + \dot E \dot q)$ (see the module docstring)."""
+    qhat = augmented_coordinates(model, q)
+    if model.coordinate_map is None:
+        return rnea_augmented(
+            model, qhat, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias
+        )
+    Xi = model.coordinate_map
+
+    def velocity(q_):
+        return jax.jvp(Xi, (q_,), (qd,))[1]  # E(q) qd
+
+    qhatd, Edot_qd = jax.jvp(velocity, (q,), (qd,))  # d/dt (E qd) at fixed qd = Edot qd
+    qhatdd = jax.jvp(Xi, (q,), (qdd,))[1] + Edot_qd
+    tau_hat = rnea_augmented(
+        model, qhat, qhatd, qhatdd, gravity=gravity, wrenches=wrenches, inertias=inertias
+    )
+    _, pullback = jax.vjp(Xi, q)
+    return pullback(tau_hat)[0]  # E^T tau_hat
