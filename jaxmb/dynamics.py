@@ -15,8 +15,9 @@ from collections.abc import Mapping
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import jax.scipy.linalg as jsl
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import (
     augmented_coordinates,
@@ -56,15 +57,16 @@ def _check_method(method: str) -> None:
         raise ValueError(f"method: expected one of {_METHODS}, got {method!r}")
 
 
-def _check_vec(model: Model, x, name: str) -> None:
-    if jnp.shape(x) != (model.n,):
+def _check_vec(model: Model, x, name: str) -> Array:
+    if np.shape(x) != (model.n,):
         raise ValueError(
             f"{name}: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
-            f"got {jnp.shape(x)}"
+            f"got {np.shape(x)}"
         )
+    return jnp.asarray(x)
 
 
-def body_mass_matrices(model: Model, q: Float[Array, " n"]) -> Float[Array, "nb n n"]:
+def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb n n"]:
     r"""Per-body generalized inertia $\Gamma_i = J_i^\top M_i J_i$ (Dastranj & Mattila (2026) eq. (9)).
 
     ``J_i`` is body i's body-fixed Jacobian in minimal coordinates (eq. (7), then ``J = Jhat E``).
@@ -73,15 +75,15 @@ def body_mass_matrices(model: Model, q: Float[Array, " n"]) -> Float[Array, "nb 
     return jnp.einsum("bki,bkl,blj->bij", J, spatial_inertias(model), J)
 
 
-def mass_matrix(model: Model, q: Float[Array, " n"]) -> Float[Array, "n n"]:
+def mass_matrix(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10))."""
     J = body_jacobians(model, q)
     return jnp.einsum("bki,bkl,blj->ij", J, spatial_inertias(model), J)
 
 
-def kinetic_energy(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"]) -> Float[Array, ""]:
+def kinetic_energy(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""$T = \tfrac12 \dot q^\top \Gamma(q) \dot q$ (eq. (10)), J."""
-    _check_vec(model, qd, "qd")
+    qd = _check_vec(model, qd, "qd")
     return 0.5 * qd @ mass_matrix(model, q) @ qd
 
 
@@ -94,7 +96,7 @@ def _com_positions(model: Model, q) -> list:
     return out
 
 
-def potential_energy(model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
+def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""Gravitational potential $V = -\sum_i m_i\, g^\top p_{S C_i}(q)$, J (zero at S's origin)."""
     V = jnp.zeros((), dtype=jnp.result_type(q, model.gravity))
     for b, p in zip(model.bodies, _com_positions(model, q), strict=True):
@@ -103,7 +105,7 @@ def potential_energy(model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
 
 
 def bias_forces(
-    model: Model, q: Float[Array, " n"], qd: Float[Array, " n"], *, method: str = "lagrangian"
+    model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, method: str = "lagrangian"
 ) -> Float[Array, " n"]:
     r"""Coriolis/centrifugal forces $h = \dot\Gamma \dot q - \tfrac12 \nabla_q(\dot q^\top \Gamma \dot q)$
     (Dastranj & Mattila (2026) eqs. (12)-(13)); no gravity.
@@ -111,7 +113,7 @@ def bias_forces(
     ``method="lagrangian"`` (default) differentiates the kinetic energy, exactly eq. (13);
     ``method="rnea"`` takes the recursive fast path (`jaxmb.recursive.rnea` with qdd = 0)."""
     _check_method(method)
-    _check_vec(model, qd, "qd")
+    qd = _check_vec(model, qd, "qd")
     if method == "rnea":
         return rnea(model, q, qd, jnp.zeros_like(qd), gravity=False)
 
@@ -122,12 +124,12 @@ def bias_forces(
     return Gamma_dot @ qd - 0.5 * jax.grad(lambda q_: qd @ Gamma(q_) @ qd)(q)
 
 
-def coriolis_matrix(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"]) -> Float[Array, "n n"]:
+def coriolis_matrix(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$C_{kj} = \sum_i \Gamma_{ijk} \dot q_i$ with the Christoffel symbols of the first kind
     $\Gamma_{ijk} = \tfrac12(\partial_i \Gamma_{kj} + \partial_j \Gamma_{ki} - \partial_k \Gamma_{ij})$.
 
     Then $C \dot q = h$ (eq. (13)) and $\dot\Gamma - 2C$ is skew-symmetric."""
-    _check_vec(model, qd, "qd")
+    qd = _check_vec(model, qd, "qd")
     dG = jax.jacfwd(lambda q_: mass_matrix(model, q_))(q)  # dG[k, j, i] = dGamma_kj / dq_i
     term1 = jnp.einsum("kji,i->kj", dG, qd)
     term2 = jnp.einsum("kij,i->kj", dG, qd)
@@ -135,7 +137,7 @@ def coriolis_matrix(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"])
     return 0.5 * (term1 + term2 - term3)
 
 
-def gravity_forces(model: Model, q: Float[Array, " n"]) -> Float[Array, " n"]:
+def gravity_forces(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " n"]:
     r"""Generalized force of gravity, $Q_g = \sum_i J_{C_i}^\top [0;\, m_i R_{C_i S}\, g]$
     (Dastranj & Mattila (2026), the formula after Table II, i.e. eq. (11) with the weights).
 
@@ -152,17 +154,17 @@ def gravity_forces(model: Model, q: Float[Array, " n"]) -> Float[Array, " n"]:
 
 
 def wrench_forces(
-    model: Model, q: Float[Array, " n"], frame: str, wrench: Float[Array, "6"]
+    model: Model, q: Float[ArrayLike, " n"], frame: str, wrench: Float[ArrayLike, "6"]
 ) -> Float[Array, " n"]:
     r"""Generalized force of a wrench $[m; f]$ given in ``frame`` and acting at its origin,
     $Q = J_P^\top W$ (Dastranj & Mattila (2026) eq. (11))."""
-    if jnp.shape(wrench) != (6,):
-        raise ValueError(f"wrench on frame {frame!r}: expected shape (6,), got {jnp.shape(wrench)}")
-    return frame_jacobian(model, q, frame).T @ wrench
+    if np.shape(wrench) != (6,):
+        raise ValueError(f"wrench on frame {frame!r}: expected shape (6,), got {np.shape(wrench)}")
+    return frame_jacobian(model, q, frame).T @ jnp.asarray(wrench)
 
 
 def external_forces(
-    model: Model, q: Float[Array, " n"], wrenches: Mapping[str, Array] | None = None
+    model: Model, q: Float[ArrayLike, " n"], wrenches: Mapping[str, Array] | None = None
 ) -> Float[Array, " n"]:
     r"""$Q_e$: gravity plus the wrenches ``{frame: [moment; force]}`` (eq. (11))."""
     Q = gravity_forces(model, q)
@@ -173,9 +175,9 @@ def external_forces(
 
 def inverse_dynamics(
     model: Model,
-    q: Float[Array, " n"],
-    qd: Float[Array, " n"],
-    qdd: Float[Array, " n"],
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
     wrenches: Mapping[str, Array] | None = None,
     *,
     method: str = "rnea",
@@ -186,8 +188,8 @@ def inverse_dynamics(
         wrenches: external wrenches ``{frame name: [moment; force]}`` in that frame, N m and N.
         method: ``"rnea"`` (recursive fast path) or ``"lagrangian"`` (eqs. (9)-(13) literally)."""
     _check_method(method)
-    _check_vec(model, qd, "qd")
-    _check_vec(model, qdd, "qdd")
+    qd = _check_vec(model, qd, "qd")
+    qdd = _check_vec(model, qdd, "qdd")
     if method == "rnea":
         return rnea(model, q, qd, qdd, gravity=True, wrenches=wrenches)
     return (
@@ -199,9 +201,9 @@ def inverse_dynamics(
 
 def forward_dynamics(
     model: Model,
-    q: Float[Array, " n"],
-    qd: Float[Array, " n"],
-    tau: Float[Array, " n"],
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
     wrenches: Mapping[str, Array] | None = None,
     *,
     method: str = "rnea",
@@ -211,7 +213,7 @@ def forward_dynamics(
     Raises (through `equinox.error_if`) if Gamma(q) is not positive definite, e.g. at a
     singularity of the coordinate map."""
     _check_method(method)
-    _check_vec(model, tau, "tau")
+    tau = _check_vec(model, tau, "tau")
     zero = jnp.zeros_like(qd)
     rest = inverse_dynamics(model, q, qd, zero, wrenches, method=method)  # h - Q_e
     L = jnp.linalg.cholesky(mass_matrix(model, q))  # NaN entries if Gamma is not SPD
@@ -252,20 +254,20 @@ def spatial_inertias_from_parameters(pi: Float[Array, "nb 10"]) -> Float[Array, 
     C = skew(mc)
     eye = jnp.eye(3, dtype=pi.dtype)
     top = jnp.concatenate([I, C], axis=-1)
-    bottom = jnp.concatenate([jnp.swapaxes(C, -1, -2), m[:, None, None] * eye], axis=-1)
+    bottom = jnp.concatenate([jnp.swapaxes(C, -1, -2), m[:, None, None] * eye[None]], axis=-1)
     return jnp.concatenate([top, bottom], axis=-2)
 
 
 def regressor(
-    model: Model, q: Float[Array, " n"], qd: Float[Array, " n"], qdd: Float[Array, " n"]
+    model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], qdd: Float[ArrayLike, " n"]
 ) -> Float[Array, "n nb10"]:
     r"""Inverse-dynamics regressor $Y$ with $Y \pi = Q_a = \Gamma \ddot q + h - Q_g$ (gravity
     included), ``pi = inertial_parameters(model).ravel()`` (10 per body, bodies in model order).
 
     Inverse dynamics is linear in the spatial inertias, so Y is the exact Jacobian of the
     recursive inverse dynamics with respect to pi (evaluated at pi = 0)."""
-    _check_vec(model, qd, "qd")
-    _check_vec(model, qdd, "qdd")
+    qd = _check_vec(model, qd, "qd")
+    qdd = _check_vec(model, qdd, "qdd")
     nb = len(model.bodies)
     pi0 = jnp.zeros((nb, 10), dtype=jnp.result_type(q, qd, qdd, model.gravity))
 

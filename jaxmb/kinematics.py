@@ -12,7 +12,8 @@ joint axis is invariant under its own motion). In minimal coordinates ``J_k = Jh
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 from .model import Model
 from .spatial import adjoint_apply, compose, homogeneous, inverse, rot_axis_angle
@@ -30,28 +31,29 @@ __all__ = [
 ]
 
 
-def augmented_coordinates(model: Model, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
+def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " nhat"]:
     r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
-    _check_q(model, q)
+    q = _check_q(model, q)
     if model.coordinate_map is None:
         return q
     return model.coordinate_map(q)
 
 
-def coordinate_map_jacobian(model: Model, q: Float[Array, " n"]) -> Float[Array, "nhat n"]:
+def coordinate_map_jacobian(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nhat n"]:
     r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
-    _check_q(model, q)
+    q = _check_q(model, q)
     if model.coordinate_map is None:
         return jnp.eye(model.n, dtype=jnp.result_type(q))
     return jax.jacfwd(model.coordinate_map)(q)
 
 
-def _check_q(model: Model, q) -> None:
-    if jnp.shape(q) != (model.n,):
+def _check_q(model: Model, q) -> Array:
+    if np.shape(q) != (model.n,):
         raise ValueError(
             f"q: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
-            f"got {jnp.shape(q)}"
+            f"got {np.shape(q)}"
         )
+    return jnp.asarray(q)
 
 
 def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
@@ -65,8 +67,9 @@ def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
     return jnp.concatenate([zero, zero])
 
 
-def local_transforms(model: Model, qhat: Float[Array, " nhat"]):
+def local_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
     """``T_parent,k`` for every frame k as a list of ``(R, p)``: placement, then joint motion."""
+    qhat = jnp.asarray(qhat)
     out = []
     for f, c in zip(model.frames, model.coordinate_index, strict=True):
         if f.joint == "revolute":
@@ -79,7 +82,7 @@ def local_transforms(model: Model, qhat: Float[Array, " nhat"]):
     return out
 
 
-def frame_transforms(model: Model, qhat: Float[Array, " nhat"]):
+def frame_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
     """``T_S,k`` for every kinematic frame k, as a list of ``(R, p)`` (chain rule of transforms)."""
     world = []
     for T, parent in zip(local_transforms(model, qhat), model.parent_index, strict=True):
@@ -87,7 +90,7 @@ def frame_transforms(model: Model, qhat: Float[Array, " nhat"]):
     return world
 
 
-def augmented_jacobians(model: Model, qhat: Float[Array, " nhat"]) -> Float[Array, "nf 6 nhat"]:
+def augmented_jacobians(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[Array, "nf 6 nhat"]:
     r"""Body-fixed Jacobians $\hat J_k$ of every kinematic frame in augmented coordinates, by the
     propagation of Dastranj & Mattila (2026) eq. (7) (see the module docstring)."""
     nhat = model.n_augmented
@@ -118,7 +121,7 @@ def _resolve(model: Model, frame: str):
     raise ValueError(f"unknown frame {frame!r}; frames are {list(model.frame_names)}")
 
 
-def frame_pose(model: Model, q: Float[Array, " n"], frame: str) -> Float[Array, "4 4"]:
+def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "4 4"]:
     """``T_S,frame(q)``, the 4x4 pose of a named frame in the inertial frame S."""
     k, com = _resolve(model, frame)
     R, p = frame_transforms(model, augmented_coordinates(model, q))[k]
@@ -127,7 +130,7 @@ def frame_pose(model: Model, q: Float[Array, " n"], frame: str) -> Float[Array, 
     return homogeneous(R, p)
 
 
-def frame_jacobian(model: Model, q: Float[Array, " n"], frame: str) -> Float[Array, "6 n"]:
+def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "6 n"]:
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
     (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
     k, com = _resolve(model, frame)
@@ -138,7 +141,7 @@ def frame_jacobian(model: Model, q: Float[Array, " n"], frame: str) -> Float[Arr
     return J @ coordinate_map_jacobian(model, q)
 
 
-def body_jacobians(model: Model, q: Float[Array, " n"]) -> Float[Array, "nb 6 n"]:
+def body_jacobians(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb 6 n"]:
     r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""
     qhat = augmented_coordinates(model, q)
     Jhat = augmented_jacobians(model, qhat)[jnp.asarray(model.body_frame_index, dtype=int)]

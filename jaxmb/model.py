@@ -53,8 +53,8 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
     """Concrete input: raise ValueError now. Traced input (jit/vmap/grad): check at run time.
 
     ``bad(x)`` is a boolean (array) that is True where ``x`` is unacceptable."""
-    if shape is not None and tuple(jnp.shape(x)) != shape:
-        raise ValueError(f"{msg.split(':')[0]}: expected shape {shape}, got {tuple(jnp.shape(x))}")
+    if shape is not None and tuple(np.shape(x)) != shape:
+        raise ValueError(f"{msg.split(':')[0]}: expected shape {shape}, got {tuple(np.shape(x))}")
     if isinstance(x, jax.core.Tracer):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import _resolve, augmented_coordinates, local_transforms, motion_subspace
 from .model import Model
@@ -44,8 +45,9 @@ def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[
     """External wrenches moved to their kinematic frame's coordinates, summed per frame."""
     out: dict[int, Array] = {}
     for name, W in (wrenches or {}).items():
-        if jnp.shape(W) != (6,):
-            raise ValueError(f"wrench on frame {name!r}: expected shape (6,), got {jnp.shape(W)}")
+        if np.shape(W) != (6,):
+            raise ValueError(f"wrench on frame {name!r}: expected shape (6,), got {np.shape(W)}")
+        W = jnp.asarray(W)
         k, com = _resolve(model, name)
         if com is not None:  # W_B = Ad_{T_CB}^T W_C with T_CB = (I, -com)
             W = adjoint_transpose_apply(jnp.eye(3, dtype=com.dtype), -com, W)
@@ -55,9 +57,9 @@ def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[
 
 def rnea_augmented(
     model: Model,
-    qhat: Float[Array, " nhat"],
-    qhatd: Float[Array, " nhat"],
-    qhatdd: Float[Array, " nhat"],
+    qhat: Float[ArrayLike, " nhat"],
+    qhatd: Float[ArrayLike, " nhat"],
+    qhatdd: Float[ArrayLike, " nhat"],
     *,
     gravity: bool = True,
     wrenches: Mapping[str, Array] | None = None,
@@ -70,6 +72,7 @@ def rnea_augmented(
         wrenches: external wrenches ``{frame name: [moment; force]}`` in that frame's coordinates.
         inertias: spatial inertias to use instead of the bodies' (the regressor differentiates
             with respect to them; the result is linear in them)."""
+    qhat, qhatd, qhatdd = jnp.asarray(qhat), jnp.asarray(qhatd), jnp.asarray(qhatdd)
     M_body = body_spatial_inertias(model) if inertias is None else inertias
     dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body)
     nf = len(model.frames)
@@ -117,9 +120,9 @@ def rnea_augmented(
 
 def rnea(
     model: Model,
-    q: Float[Array, " n"],
-    qd: Float[Array, " n"],
-    qdd: Float[Array, " n"],
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
     *,
     gravity: bool = True,
     wrenches: Mapping[str, Array] | None = None,
@@ -127,6 +130,7 @@ def rnea(
 ) -> Float[Array, " n"]:
     r"""$Q_a = \Gamma \ddot q + h - Q_e$ in minimal coordinates by RNEA on the augmented tree:
     $E^\top \hat\tau(\Xi(q), E\dot q, E\ddot q + \dot E \dot q)$ (see the module docstring)."""
+    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
     qhat = augmented_coordinates(model, q)
     if model.coordinate_map is None:
         return rnea_augmented(

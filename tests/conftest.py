@@ -1,0 +1,26 @@
+"""Tests run in float64 with rank promotion disabled; functions are jitted once and shared."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")  # (n,) vs (n, 1) mix-ups fail loudly
+
+import hypothesis  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxmb  # noqa: E402
+
+hypothesis.settings.register_profile(
+    "jaxmb", deadline=None, max_examples=20, derandomize=True, print_blob=True
+)
+hypothesis.settings.load_profile("jaxmb")
+
+
+@pytest.fixture(scope="session")
+def arm():
+    return jaxmb.models.series_parallel_3dof()
+
+
+@pytest.fixture(scope="session")
+def arm_full():
+    return jaxmb.models.series_parallel_3dof(full=True)
