@@ -66,6 +66,7 @@ def _check_vec(model: Model, x, name: str) -> Array:
     return jnp.asarray(x)
 
 
+@eqx.filter_jit
 def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb n n"]:
     r"""Per-body generalized inertia $\Gamma_i = J_i^\top M_i J_i$ (Dastranj & Mattila (2026) eq. (9)).
 
@@ -75,12 +76,14 @@ def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, 
     return jnp.einsum("bki,bkl,blj->bij", J, spatial_inertias(model), J)
 
 
+@eqx.filter_jit
 def mass_matrix(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10))."""
     J = body_jacobians(model, q)
     return jnp.einsum("bki,bkl,blj->ij", J, spatial_inertias(model), J)
 
 
+@eqx.filter_jit
 def kinetic_energy(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""$T = \tfrac12 \dot q^\top \Gamma(q) \dot q$ (eq. (10)), J."""
     qd = _check_vec(model, qd, "qd")
@@ -96,6 +99,7 @@ def _com_positions(model: Model, q) -> list:
     return out
 
 
+@eqx.filter_jit
 def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""Gravitational potential $V = -\sum_i m_i\, g^\top p_{S C_i}(q)$, J (zero at S's origin)."""
     V = jnp.zeros((), dtype=jnp.result_type(q, model.gravity))
@@ -104,6 +108,7 @@ def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""
     return V
 
 
+@eqx.filter_jit
 def bias_forces(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, method: str = "lagrangian"
 ) -> Float[Array, " n"]:
@@ -124,6 +129,7 @@ def bias_forces(
     return Gamma_dot @ qd - 0.5 * jax.grad(lambda q_: qd @ Gamma(q_) @ qd)(q)
 
 
+@eqx.filter_jit
 def coriolis_matrix(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$C_{kj} = \sum_i \Gamma_{ijk} \dot q_i$ with the Christoffel symbols of the first kind
     $\Gamma_{ijk} = \tfrac12(\partial_i \Gamma_{kj} + \partial_j \Gamma_{ki} - \partial_k \Gamma_{ij})$.
@@ -137,6 +143,7 @@ def coriolis_matrix(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike
     return 0.5 * (term1 + term2 - term3)
 
 
+@eqx.filter_jit
 def gravity_forces(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " n"]:
     r"""Generalized force of gravity, $Q_g = \sum_i J_{C_i}^\top [0;\, m_i R_{C_i S}\, g]$
     (Dastranj & Mattila (2026), the formula after Table II, i.e. eq. (11) with the weights).
@@ -153,6 +160,7 @@ def gravity_forces(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " n"
     return Q
 
 
+@eqx.filter_jit
 def wrench_forces(
     model: Model, q: Float[ArrayLike, " n"], frame: str, wrench: Float[ArrayLike, "6"]
 ) -> Float[Array, " n"]:
@@ -163,6 +171,7 @@ def wrench_forces(
     return frame_jacobian(model, q, frame).T @ jnp.asarray(wrench)
 
 
+@eqx.filter_jit
 def external_forces(
     model: Model, q: Float[ArrayLike, " n"], wrenches: Mapping[str, Array] | None = None
 ) -> Float[Array, " n"]:
@@ -173,6 +182,7 @@ def external_forces(
     return Q
 
 
+@eqx.filter_jit
 def inverse_dynamics(
     model: Model,
     q: Float[ArrayLike, " n"],
@@ -199,6 +209,7 @@ def inverse_dynamics(
     )
 
 
+@eqx.filter_jit
 def forward_dynamics(
     model: Model,
     q: Float[ArrayLike, " n"],
@@ -258,6 +269,7 @@ def spatial_inertias_from_parameters(pi: Float[Array, "nb 10"]) -> Float[Array, 
     return jnp.concatenate([top, bottom], axis=-2)
 
 
+@eqx.filter_jit
 def regressor(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], qdd: Float[ArrayLike, " n"]
 ) -> Float[Array, "n nb10"]:

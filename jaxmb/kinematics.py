@@ -10,6 +10,7 @@ joint axis is invariant under its own motion). In minimal coordinates ``J_k = Jh
 ``E = dXi/dq`` by `jax.jacfwd` (eq. (26)).
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 
+@eqx.filter_jit
 def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " nhat"]:
     r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
     q = _check_q(model, q)
@@ -39,6 +41,7 @@ def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Arra
     return model.coordinate_map(q)
 
 
+@eqx.filter_jit
 def coordinate_map_jacobian(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nhat n"]:
     r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
     q = _check_q(model, q)
@@ -121,6 +124,7 @@ def _resolve(model: Model, frame: str):
     raise ValueError(f"unknown frame {frame!r}; frames are {list(model.frame_names)}")
 
 
+@eqx.filter_jit
 def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "4 4"]:
     """``T_S,frame(q)``, the 4x4 pose of a named frame in the inertial frame S."""
     k, com = _resolve(model, frame)
@@ -130,6 +134,7 @@ def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Arr
     return homogeneous(R, p)
 
 
+@eqx.filter_jit
 def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "6 n"]:
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
     (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
@@ -141,6 +146,7 @@ def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float
     return J @ coordinate_map_jacobian(model, q)
 
 
+@eqx.filter_jit
 def body_jacobians(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb 6 n"]:
     r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""
     qhat = augmented_coordinates(model, q)

@@ -59,10 +59,12 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
         return eqx.error_if(x, jnp.any(bad(x)), msg)  # the returned x must be used
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jax.dtypes.canonicalize_dtype(float))
-    if np.any(np.asarray(bad(x))):
+    with jax.ensure_compile_time_eval():  # concrete values stay concrete, even inside jit
+        x = jnp.asarray(x)
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            x = x.astype(jax.dtypes.canonicalize_dtype(float))
+        failed = bool(np.any(np.asarray(bad(x))))
+    if failed:
         raise ValueError(f"{msg}; got {np.asarray(x).tolist()}")
     return x
 

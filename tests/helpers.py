@@ -1,21 +1,22 @@
 """Shared jitted functions and references that share no code with jaxmb."""
 
+import equinox as eqx
 import jax
 import numpy as np
 
 import jaxmb
 
-mass_matrix = jax.jit(jaxmb.mass_matrix)
-body_mass_matrices = jax.jit(jaxmb.body_mass_matrices)
-bias_lagrangian = jax.jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="lagrangian"))
-bias_rnea = jax.jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="rnea"))
-gravity_forces = jax.jit(jaxmb.gravity_forces)
-coriolis_matrix = jax.jit(jaxmb.coriolis_matrix)
-inverse_dynamics = jax.jit(jaxmb.inverse_dynamics, static_argnames="method")
-forward_dynamics = jax.jit(jaxmb.forward_dynamics, static_argnames="method")
-regressor = jax.jit(jaxmb.regressor)
-kinetic_energy = jax.jit(jaxmb.kinetic_energy)
-potential_energy = jax.jit(jaxmb.potential_energy)
+mass_matrix = eqx.filter_jit(jaxmb.mass_matrix)
+body_mass_matrices = eqx.filter_jit(jaxmb.body_mass_matrices)
+bias_lagrangian = eqx.filter_jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="lagrangian"))
+bias_rnea = eqx.filter_jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="rnea"))
+gravity_forces = eqx.filter_jit(jaxmb.gravity_forces)
+coriolis_matrix = eqx.filter_jit(jaxmb.coriolis_matrix)
+inverse_dynamics = eqx.filter_jit(jaxmb.inverse_dynamics)
+forward_dynamics = eqx.filter_jit(jaxmb.forward_dynamics)
+regressor = eqx.filter_jit(jaxmb.regressor)
+kinetic_energy = eqx.filter_jit(jaxmb.kinetic_energy)
+potential_energy = eqx.filter_jit(jaxmb.potential_energy)
 
 # arm constants from shared/specs/series_parallel_3dof.md, typed in again on purpose
 SPEC_L0, SPEC_l0 = 0.35, 0.425
