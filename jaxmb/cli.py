@@ -17,7 +17,9 @@ def _vector(text: str, name: str, n: int) -> np.ndarray:
     try:
         values = [float(v) for v in text.replace(",", " ").split()]
     except ValueError:
-        raise SystemExit(f"jaxmb: --{name}: expected {n} numbers separated by commas, got {text!r}")
+        raise SystemExit(
+            f"jaxmb: --{name}: expected {n} numbers separated by commas, got {text!r}"
+        ) from None
     if len(values) != n or not np.all(np.isfinite(values)):
         raise SystemExit(f"jaxmb: --{name}: expected {n} finite numbers, got {text!r}")
     return np.asarray(values)
@@ -26,12 +28,19 @@ def _vector(text: str, name: str, n: int) -> np.ndarray:
 def _matrix_lines(name: str, A: np.ndarray, names: tuple[str, ...]) -> list[str]:
     width = max(12, *(len(c) + 2 for c in names))
     head = " " * 8 + "".join(f"{c:>{width}}" for c in names)
-    rows = [f"{r:>8}" + "".join(f"{x:>{width}.6g}" for x in row) for r, row in zip(names, A, strict=True)]
+    rows = [
+        f"{r:>8}" + "".join(f"{x:>{width}.6g}" for x in row)
+        for r, row in zip(names, A, strict=True)
+    ]
     return [name, head, *rows]
 
 
 def _vector_line(name: str, v: np.ndarray, names: tuple[str, ...], unit: str) -> str:
-    return f"{name:<28}" + "  ".join(f"{c}={x:.6g}" for c, x in zip(names, v, strict=True)) + f"  ({unit})"
+    return (
+        f"{name:<28}"
+        + "  ".join(f"{c}={x:.6g}" for c, x in zip(names, v, strict=True))
+        + f"  ({unit})"
+    )
 
 
 def state(args: argparse.Namespace) -> int:
@@ -64,10 +73,14 @@ def state(args: argparse.Namespace) -> int:
         out = {
             "model": "series_parallel_3dof" + ("(full)" if args.full else ""),
             "coordinates": list(names),
-            "q": q.tolist(), "qd": qd.tolist(), "tau": tau.tolist(),
+            "q": q.tolist(),
+            "qd": qd.tolist(),
+            "tau": tau.tolist(),
             "Gamma": Gamma.tolist(),
             "Gamma_i": {b: G.tolist() for b, G in zip(model.body_names, Gamma_i, strict=True)},
-            "h": h.tolist(), "gravity_force": Qg.tolist(), "qdd": qdd.tolist(),
+            "h": h.tolist(),
+            "gravity_force": Qg.tolist(),
+            "qdd": qdd.tolist(),
         }
         json.dump(out, sys.stdout, indent=2)
         print()

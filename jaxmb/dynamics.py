@@ -15,8 +15,8 @@ from collections.abc import Mapping
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import jax.scipy.linalg as jsl
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import (
@@ -84,7 +84,9 @@ def mass_matrix(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
 
 
 @eqx.filter_jit
-def kinetic_energy(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+def kinetic_energy(
+    model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
+) -> Float[Array, ""]:
     r"""$T = \tfrac12 \dot q^\top \Gamma(q) \dot q$ (eq. (10)), J."""
     qd = _check_vec(model, qd, "qd")
     return 0.5 * qd @ mass_matrix(model, q) @ qd
@@ -110,7 +112,11 @@ def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""
 
 @eqx.filter_jit
 def bias_forces(
-    model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, method: str = "lagrangian"
+    model: Model,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    *,
+    method: str = "lagrangian",
 ) -> Float[Array, " n"]:
     r"""Coriolis/centrifugal forces $h = \dot\Gamma \dot q - \tfrac12 \nabla_q(\dot q^\top \Gamma \dot q)$
     (Dastranj & Mattila (2026) eqs. (12)-(13)); no gravity.
@@ -130,7 +136,9 @@ def bias_forces(
 
 
 @eqx.filter_jit
-def coriolis_matrix(model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
+def coriolis_matrix(
+    model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
+) -> Float[Array, "n n"]:
     r"""$C_{kj} = \sum_i \Gamma_{ijk} \dot q_i$ with the Christoffel symbols of the first kind
     $\Gamma_{ijk} = \tfrac12(\partial_i \Gamma_{kj} + \partial_j \Gamma_{ki} - \partial_k \Gamma_{ij})$.
 
@@ -246,7 +254,18 @@ def inertial_parameters(model: Model) -> Float[Array, "nb 10"]:
         I = b.inertia + m * (C.T @ C)
         rows.append(
             jnp.stack(
-                [m, m * c[0], m * c[1], m * c[2], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]]
+                [
+                    m,
+                    m * c[0],
+                    m * c[1],
+                    m * c[2],
+                    I[0, 0],
+                    I[0, 1],
+                    I[1, 1],
+                    I[0, 2],
+                    I[1, 2],
+                    I[2, 2],
+                ]
             )
         )
     if not rows:
@@ -259,7 +278,11 @@ def spatial_inertias_from_parameters(pi: Float[Array, "nb 10"]) -> Float[Array, 
     m, mc = pi[:, 0], pi[:, 1:4]
     Ixx, Ixy, Iyy, Ixz, Iyz, Izz = (pi[:, k] for k in range(4, 10))
     I = jnp.stack(
-        [jnp.stack([Ixx, Ixy, Ixz], -1), jnp.stack([Ixy, Iyy, Iyz], -1), jnp.stack([Ixz, Iyz, Izz], -1)],
+        [
+            jnp.stack([Ixx, Ixy, Ixz], -1),
+            jnp.stack([Ixy, Iyy, Iyz], -1),
+            jnp.stack([Ixz, Iyz, Izz], -1),
+        ],
         axis=-2,
     )
     C = skew(mc)

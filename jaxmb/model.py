@@ -63,6 +63,7 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
         x = jnp.asarray(x)
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
+        x = jnp.asarray(x, dtype=x.dtype)  # drop weak typing: leaves have a definite dtype
         failed = bool(np.any(np.asarray(bad(x))))
     if failed:
         raise ValueError(f"{msg}; got {np.asarray(x).tolist()}")
@@ -113,7 +114,7 @@ class Body(eqx.Module):
     frame: str = eqx.field(static=True)
     com_frame: str | None = eqx.field(static=True)
     mass: Float[Array, ""]
-    com: Float[Array, "3"]
+    com: Float[Array, 3]
     inertia: Float[Array, "3 3"]
 
     def __init__(self, name: str, frame: str, mass, com, inertia, com_frame: str | None = None):
@@ -122,7 +123,9 @@ class Body(eqx.Module):
         self.name = name
         self.frame = frame
         self.com_frame = com_frame
-        self.mass = _checked(mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ())
+        self.mass = _checked(
+            mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ()
+        )
         self.com = _checked(com, _not_finite, f"body {name!r}: com must be finite", (3,))
         self.inertia = _checked(
             inertia,
@@ -147,8 +150,8 @@ class Frame(eqx.Module):
     joint: str = eqx.field(static=True)
     coordinate: str | None = eqx.field(static=True)
     rotation: Float[Array, "3 3"]
-    translation: Float[Array, "3"]
-    axis: Float[Array, "3"]
+    translation: Float[Array, 3]
+    axis: Float[Array, 3]
 
     def __init__(
         self,
@@ -164,11 +167,15 @@ class Frame(eqx.Module):
         if not isinstance(name, str) or not name:
             raise ValueError(f"frame name must be a non-empty string, got {name!r}")
         if name == WORLD:
-            raise ValueError(f"frame {name!r}: the name {WORLD!r} is reserved for the inertial frame")
+            raise ValueError(
+                f"frame {name!r}: the name {WORLD!r} is reserved for the inertial frame"
+            )
         if joint not in JOINT_TYPES:
             raise ValueError(f"frame {name!r}: joint must be one of {JOINT_TYPES}, got {joint!r}")
         if joint == "fixed" and coordinate is not None:
-            raise ValueError(f"frame {name!r}: a fixed frame takes no coordinate, got {coordinate!r}")
+            raise ValueError(
+                f"frame {name!r}: a fixed frame takes no coordinate, got {coordinate!r}"
+            )
         if joint != "fixed" and not coordinate:
             raise ValueError(f"frame {name!r}: a {joint} joint needs a coordinate name")
         self.name, self.parent, self.joint, self.coordinate = name, parent, joint, coordinate
@@ -227,7 +234,7 @@ class Model(eqx.Module):
 
     frames: tuple[Frame, ...]
     bodies: tuple[Body, ...]
-    gravity: Float[Array, "3"]
+    gravity: Float[Array, 3]
     coordinate_map: CoordinateMap | None
     augmented_names: tuple[str, ...] = eqx.field(static=True)
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
@@ -291,8 +298,7 @@ class Model(eqx.Module):
             -1 if f.parent == WORLD else names.index(f.parent) for f in self.frames
         )
         self.coordinate_index = tuple(
-            -1 if f.coordinate is None else augmented_names.index(f.coordinate)
-            for f in self.frames
+            -1 if f.coordinate is None else augmented_names.index(f.coordinate) for f in self.frames
         )
         self.body_frame_index = tuple(names.index(b.frame) for b in bodies)
 
@@ -344,7 +350,9 @@ class Model(eqx.Module):
     def coordinate(self, name: str) -> int:
         """Index of the minimal coordinate called ``name``."""
         if name not in self.coordinate_names:
-            raise ValueError(f"model: unknown coordinate {name!r}; coordinates are {self.coordinate_names}")
+            raise ValueError(
+                f"model: unknown coordinate {name!r}; coordinates are {self.coordinate_names}"
+            )
         return self.coordinate_names.index(name)
 
 

@@ -74,12 +74,12 @@ def rnea_augmented(
             with respect to them; the result is linear in them)."""
     qhat, qhatd, qhatdd = jnp.asarray(qhat), jnp.asarray(qhatd), jnp.asarray(qhatdd)
     M_body = body_spatial_inertias(model) if inertias is None else inertias
-    dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body)
+    W_ext = _frame_wrenches(model, wrenches)
+    dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body, model.gravity, *W_ext.values())
     nf = len(model.frames)
     M_frame: list[Array | None] = [None] * nf
     for i, k in enumerate(model.body_frame_index):
         M_frame[k] = M_body[i] if M_frame[k] is None else M_frame[k] + M_body[i]
-    W_ext = _frame_wrenches(model, wrenches)
 
     zero6 = jnp.zeros(6, dtype=dtype)
     g = model.gravity.astype(dtype)

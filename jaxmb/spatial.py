@@ -126,7 +126,7 @@ def adjoint(R: Float[ArrayLike, "3 3"], p: Float[ArrayLike, "3"]) -> Float[Array
     return jnp.block([[R, zero], [skew(p) @ R, R]])
 
 
-def adjoint_apply(R, p, X: Float[Array, "6 *k"]) -> Float[Array, "6 *k"]:
+def adjoint_apply(R, p, X: Float[Array, "6 ..."]) -> Float[Array, "6 ..."]:
     r"""$Ad_T X$ for a twist or a 6 x k Jacobian without forming the 6 x 6 matrix (eqs. (6)-(7)).
 
     With $X = [X_\omega; X_v]$: $Ad_T X = [R X_\omega;\; p \times (R X_\omega) + R X_v]$."""
@@ -135,7 +135,7 @@ def adjoint_apply(R, p, X: Float[Array, "6 *k"]) -> Float[Array, "6 *k"]:
     return jnp.concatenate([Rw, _cross_cols(p, Rw) + Rv], axis=0)
 
 
-def adjoint_transpose_apply(R, p, W: Float[Array, "6 *k"]) -> Float[Array, "6 *k"]:
+def adjoint_transpose_apply(R, p, W: Float[Array, "6 ..."]) -> Float[Array, "6 ..."]:
     r"""$Ad_T^\top W$: moves a wrench from frame A to frame B for ``T = T_AB`` (power invariance).
 
     $Ad_T^\top [m; f] = [R^\top (m - p \times f);\; R^\top f]$ since $[p]^\top = -[p]$."""
@@ -171,7 +171,7 @@ def wrench_transform(
     return adjoint_transpose_apply(jnp.asarray(R_AB), jnp.asarray(p_AB), jnp.asarray(W_A))
 
 
-def spatial_cross_motion(V: Float[Array, "6"], X: Float[Array, "6 *k"]) -> Float[Array, "6 *k"]:
+def spatial_cross_motion(V: Float[Array, "6"], X: Float[Array, "6 ..."]) -> Float[Array, "6 ..."]:
     r"""$ad_V X$ (Featherstone's $V\times$) for twists $[\omega; v]$:
     $[\omega \times X_\omega;\; v \times X_\omega + \omega \times X_v]$."""
     w, v = V[:3], V[3:]

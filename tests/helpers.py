@@ -1,7 +1,6 @@
 """Shared jitted functions and references that share no code with jaxmb."""
 
 import equinox as eqx
-import jax
 import numpy as np
 
 import jaxmb

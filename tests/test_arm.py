@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import SPEC_L0, SPEC_l0, arm_state, body_mass_matrices, mass_matrix, rot_x
 
 import jaxmb
-from helpers import SPEC_L0, SPEC_l0, arm_state, body_mass_matrices, mass_matrix, rot_x
 
 STROKE = np.linspace(0.0, 0.2, 9)
 
@@ -49,7 +49,9 @@ def test_table_I_distance_vectors(arm):
     }
     for (A, B), ref in table.items():
         np.testing.assert_allclose(p_AB(A, B), ref, atol=1e-12, err_msg=f"p_{A}{B}")
-    R_B1F1 = (np.linalg.inv(jaxmb.frame_pose(arm, q, "B1")) @ jaxmb.frame_pose(arm, q, "F1"))[:3, :3]
+    R_B1F1 = (np.linalg.inv(jaxmb.frame_pose(arm, q, "B1")) @ jaxmb.frame_pose(arm, q, "F1"))[
+        :3, :3
+    ]
     np.testing.assert_allclose(R_B1F1, rot_x(np.pi / 2), atol=1e-12)
 
 

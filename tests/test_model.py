@@ -5,10 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import body_mass_matrices, mass_matrix
 
 import jaxmb
 from jaxmb import Body, Frame, Model
-from helpers import body_mass_matrices, mass_matrix
 
 I3 = np.eye(3)
 
@@ -16,7 +16,9 @@ I3 = np.eye(3)
 def two_link(**body_kw):
     frames = [
         Frame("L1", joint="revolute", axis=[0, 0, 1], coordinate="q1"),
-        Frame("L2", "L1", translation=[1, 0, 0], joint="prismatic", axis=[1, 0, 0], coordinate="q2"),
+        Frame(
+            "L2", "L1", translation=[1, 0, 0], joint="prismatic", axis=[1, 0, 0], coordinate="q2"
+        ),
     ]
     kw = dict(name="boom", frame="L2", mass=2.0, com=[0.5, 0, 0], inertia=0.1 * I3)
     kw.update(body_kw)
@@ -31,7 +33,10 @@ def two_link(**body_kw):
         (dict(mass=np.nan), "body 'boom': mass"),
         (dict(com=[0, np.inf, 0]), "body 'boom': com must be finite"),
         (dict(com=[0, 0]), r"body 'boom': expected shape \(3,\)"),
-        (dict(inertia=[[1, 0.5, 0], [0, 1, 0], [0, 0, 1]]), "body 'boom': inertia"),  # not symmetric
+        (
+            dict(inertia=[[1, 0.5, 0], [0, 1, 0], [0, 0, 1]]),
+            "body 'boom': inertia",
+        ),  # not symmetric
         (dict(inertia=np.diag([1.0, -1.0, 1.0])), "body 'boom': inertia"),  # not PD
         (dict(inertia=np.diag([1.0, 1.0, 3.0])), "body 'boom': inertia"),  # 1 + 1 < 3: triangle
         (dict(inertia=np.diag([1.0, np.nan, 1.0])), "body 'boom': inertia"),

@@ -8,8 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin  # a required test dependency (PyPI: `pin`): never skip the oracle
 import pytest
-
-import jaxmb
 from helpers import (
     bias_lagrangian,
     forward_dynamics,
@@ -18,6 +16,8 @@ from helpers import (
     mass_matrix,
     regressor,
 )
+
+import jaxmb
 from jaxmb.models import random_tree_urdf
 
 TREES = [

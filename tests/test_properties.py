@@ -6,10 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-import jaxmb
 from helpers import (
     bias_lagrangian,
     bias_rnea,
@@ -22,6 +18,10 @@ from helpers import (
     potential_energy,
     regressor,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
+import jaxmb
 
 CHAIN = jaxmb.models.serial_chain(5, seed=3)
 ARM = jaxmb.models.series_parallel_3dof(full=True)
@@ -138,7 +138,9 @@ def test_mass_matrix_gradient_wrt_body_parameters_matches_finite_differences(mod
 
                 fd = (loss(shifted(eps)) - loss(shifted(-eps))) / (2 * eps)
                 # central differences: truncation ~ eps^2, round-off ~ 1e-16 |loss| / eps
-                np.testing.assert_allclose(ga[idx], fd, rtol=1e-6, atol=1e-6, err_msg=f"{body.name}.{field}{idx}")
+                np.testing.assert_allclose(
+                    ga[idx], fd, rtol=1e-6, atol=1e-6, err_msg=f"{body.name}.{field}{idx}"
+                )
 
 
 def test_power_balance_along_an_integrated_motion():
@@ -159,13 +161,20 @@ def test_power_balance_along_an_integrated_motion():
     y0 = (jnp.array([0.1, 0.3, 0.1]), jnp.array([0.5, -0.3, 0.02]), jnp.array(0.0))
     ts = jnp.linspace(0.0, 1.0, 11)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(f), diffrax.Tsit5(), 0.0, 1.0, 1e-3, y0,
+        diffrax.ODETerm(f),
+        diffrax.Tsit5(),
+        0.0,
+        1.0,
+        1e-3,
+        y0,
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11),
         max_steps=100_000,
     )
     q, qd, work = sol.ys
-    E = jax.vmap(lambda q_, qd_: jaxmb.kinetic_energy(model, q_, qd_) + jaxmb.potential_energy(model, q_))(q, qd)
+    E = jax.vmap(
+        lambda q_, qd_: jaxmb.kinetic_energy(model, q_, qd_) + jaxmb.potential_energy(model, q_)
+    )(q, qd)
     assert float(jnp.ptp(q[:, 2])) > 0.01  # the cylinder really moves
     scale = float(jnp.abs(work).max())
     np.testing.assert_allclose(E - E[0], work, rtol=0, atol=1e-7 * scale)
@@ -173,6 +182,8 @@ def test_power_balance_along_an_integrated_motion():
     q0, qd0 = y0[0], y0[1]
     qdd0 = jaxmb.forward_dynamics(model, q0, qd0, Q_a(0.0, q0))
     _, dE = jax.jvp(
-        lambda a, b: kinetic_energy(model, a, b) + potential_energy(model, a), (q0, qd0), (qd0, qdd0)
+        lambda a, b: kinetic_energy(model, a, b) + potential_energy(model, a),
+        (q0, qd0),
+        (qd0, qdd0),
     )
     np.testing.assert_allclose(dE, qd0 @ Q_a(0.0, q0), rtol=1e-10)

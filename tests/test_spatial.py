@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import rot_x, rot_z, skew_np
 
 import jaxmb
 from jaxmb import spatial
-from helpers import rot_x, rot_z, skew_np
 
 
 def random_transform(rng):

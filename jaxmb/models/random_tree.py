@@ -53,7 +53,9 @@ def random_tree_urdf(
     def joint(name, jtype, parent, child):
         axis = rng.normal(size=3)
         axis /= np.linalg.norm(axis)
-        limit = '<limit lower="-3" upper="3" effort="100" velocity="10"/>' if jtype != "fixed" else ""
+        limit = (
+            '<limit lower="-3" upper="3" effort="100" velocity="10"/>' if jtype != "fixed" else ""
+        )
         ax = f'<axis xyz="{fmt(axis)}"/>' if jtype != "fixed" else ""
         lines.append(
             f'  <joint name="{name}" type="{jtype}"><parent link="{parent}"/><child link="{child}"/>'

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..model import Body, CoordinateMap, Frame, Model
+from ..model import Body, CoordinateMap, Frame, Model, _checked
 from ..spatial import rot_x
 
 __all__ = ["TriangleLoop", "series_parallel_3dof", "zeta_of_delta", "dzeta_ddelta"]
@@ -50,8 +50,8 @@ class TriangleLoop(CoordinateMap):
     names: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(self, L0=L0, l0=l0, full: bool = False):
-        self.L0 = jnp.asarray(L0, dtype=float)
-        self.l0 = jnp.asarray(l0, dtype=float)
+        self.L0 = _checked(L0, lambda x: ~(x > 0), "TriangleLoop: L0 must be > 0 and finite", ())
+        self.l0 = _checked(l0, lambda x: ~(x > 0), "TriangleLoop: l0 must be > 0 and finite", ())
         self.full = full
         self.names = ("phi", "theta", "delta")
 
@@ -111,15 +111,27 @@ def series_parallel_3dof(full: bool = False) -> Model:
     if full:
         frames += [
             # T_B2,K = (Rz(zeta/2), [2 - L0, 0, 0]): x_K points from A to B
-            Frame("K", "B2", translation=[L_LINK - L0, 0, 0], joint="revolute", axis=[0, 0, 1],
-                  coordinate="alpha"),
+            Frame(
+                "K",
+                "B2",
+                translation=[L_LINK - L0, 0, 0],
+                joint="revolute",
+                axis=[0, 0, 1],
+                coordinate="alpha",
+            ),
             # T_K,P = (I, [l0 + delta, 0, 0]): P's origin is B
             Frame("P", "K", joint="prismatic", axis=[1, 0, 0], coordinate="s"),
         ]
         bodies += [
             Body("cylinder", "K", 1.5, [0.2, 0, 0], jnp.diag(jnp.array([0.002, 0.02, 0.02])), "C4"),
-            Body("piston", "P", 1.0, [-0.2, 0, 0], jnp.diag(jnp.array([0.001, 0.01333, 0.01333])),
-                 "C5"),
+            Body(
+                "piston",
+                "P",
+                1.0,
+                [-0.2, 0, 0],
+                jnp.diag(jnp.array([0.001, 0.01333, 0.01333])),
+                "C5",
+            ),
         ]
         augmented = ("phi", "theta", "zeta", "alpha", "s")
     return Model(

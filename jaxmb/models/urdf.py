@@ -19,7 +19,12 @@ from ..model import Body, Frame, Model
 
 __all__ = ["load_urdf"]
 
-_SUPPORTED = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed"}
+_SUPPORTED = {
+    "revolute": "revolute",
+    "continuous": "revolute",
+    "prismatic": "prismatic",
+    "fixed": "fixed",
+}
 
 
 def _source(path_or_xml) -> tuple[str, bytes]:
@@ -100,7 +105,9 @@ def load_urdf(path_or_xml) -> Model:
         R, c = origin[:3, :3], origin[:3, 3]
         I = np.zeros((3, 3)) if inertial.inertia is None else np.asarray(inertial.inertia)
         try:
-            bodies.append(Body(link.name, frame_name, inertial.mass, c, R @ I @ R.T, f"{link.name}_com"))
+            bodies.append(
+                Body(link.name, frame_name, inertial.mass, c, R @ I @ R.T, f"{link.name}_com")
+            )
         except ValueError as err:
             raise ValueError(f"URDF {label}: link {link.name!r} <inertial>: {err}") from None
 

@@ -1,0 +1,66 @@
+"""The `jaxmb` command."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb.cli import main
+
+
+def test_default_prints_the_arm_dynamics(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for needle in [
+        "Gamma = sum_i Gamma_i",
+        "Gamma_base",
+        "Gamma_link1",
+        "Gamma_link2",
+        "h (eq. 13)",
+        "gravity force Q_g",
+        "qdd (forward dynamics)",
+        "phi",
+        "delta",
+    ]:
+        assert needle in out
+
+
+def test_json_output_matches_the_library(capsys):
+    assert (
+        main(
+            [
+                "state",
+                "--q",
+                "0.2,0.5,0.12",
+                "--qd",
+                "0,0.1,0",
+                "--tau",
+                "0,1000,900",
+                "--full",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    arm = jaxmb.models.series_parallel_3dof(full=True)
+    q, qd, tau = np.array([0.2, 0.5, 0.12]), np.array([0, 0.1, 0]), np.array([0, 1000.0, 900.0])
+    assert out["coordinates"] == ["phi", "theta", "delta"]
+    assert set(out["Gamma_i"]) == {"base", "link1", "link2", "cylinder", "piston"}
+    np.testing.assert_allclose(out["Gamma"], jaxmb.mass_matrix(arm, q), rtol=1e-12)
+    np.testing.assert_allclose(out["qdd"], jaxmb.forward_dynamics(arm, q, qd, tau), rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--q", "1,2"], "--q: expected 3 finite numbers"),
+        (["--qd", "a,b,c"], "--qd: expected 3 numbers"),
+        (["--q", "0,0,0.3"], "outside the closed chain's domain"),
+        (["--tau", "0,nan,0"], "--tau: expected 3 finite numbers"),
+    ],
+)
+def test_bad_input_is_named(argv, message):
+    with pytest.raises(SystemExit, match=message):
+        main(argv)
