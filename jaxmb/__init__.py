@@ -33,6 +33,7 @@ from .model import Model as Model
 from .model import replace_body as replace_body
 from .model import replace_placement as replace_placement
 from .models import load_urdf as load_urdf
+from .recursive import crba as crba
 from .recursive import rnea as rnea
 
 __version__ = "0.1.0"

@@ -26,7 +26,7 @@ from .kinematics import (
     frame_transforms,
 )
 from .model import Model
-from .recursive import body_spatial_inertias, rnea
+from .recursive import body_spatial_inertias, crba, rnea
 from .spatial import skew
 
 __all__ = [
@@ -77,10 +77,22 @@ def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, 
 
 
 @eqx.filter_jit
-def mass_matrix(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
-    r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10))."""
-    J = body_jacobians(model, q)
-    return jnp.einsum("bki,bkl,blj->ij", J, spatial_inertias(model), J)
+def mass_matrix(
+    model: Model, q: Float[ArrayLike, " n"], *, method: str = "crba"
+) -> Float[Array, "n n"]:
+    r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10)).
+
+    ``method="crba"`` (default) is the fast path $E^\top \hat\Gamma E$ with $\hat\Gamma$ by the
+    composite-rigid-body algorithm (`jaxmb.recursive.crba`); ``method="jacobian"`` sums the
+    per-body terms of `body_mass_matrices` (eq. (9)) literally. Tests check they agree."""
+    if method not in ("crba", "jacobian"):
+        raise ValueError(f"method: expected one of ('crba', 'jacobian'), got {method!r}")
+    if method == "crba":
+        return crba(model, q)
+    J = body_jacobians(model, q)  # (nb, 6, n)
+    MJ = jnp.einsum("bkl,blj->bkj", spatial_inertias(model), J)
+    # sum_i J_i^T (M_i J_i) as one (6 nb) x n contraction
+    return J.reshape(-1, J.shape[-1]).T @ MJ.reshape(-1, J.shape[-1])
 
 
 @eqx.filter_jit

@@ -98,19 +98,30 @@ def augmented_jacobians(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[
     propagation of Dastranj & Mattila (2026) eq. (7) (see the module docstring)."""
     nhat = model.n_augmented
     dtype = jnp.result_type(qhat, model.gravity)
-    jacs = []
+    # Only the columns of a frame's ancestor joints are non-zero: propagate those alone (static
+    # column lists), then scatter into 6 x nhat. Same result, about half the arithmetic.
+    cols: list[list[int]] = []
+    compact = []
     for k, (T, parent, c) in enumerate(
         zip(local_transforms(model, qhat), model.parent_index, model.coordinate_index, strict=True)
     ):
-        if parent < 0:
-            J = jnp.zeros((6, nhat), dtype=dtype)
+        if parent < 0 or not cols[parent]:
+            cols_k, J = [], jnp.zeros((6, 0), dtype=dtype)
         else:
             R_kp, p_kp = inverse(T)  # T_k,parent
-            J = adjoint_apply(R_kp, p_kp, jacs[parent])  # eq. (7)
+            cols_k, J = list(cols[parent]), adjoint_apply(R_kp, p_kp, compact[parent])  # eq. (7)
         if c >= 0:
-            J = J.at[:, c].add(motion_subspace(model, k))
-        jacs.append(J)
-    return jnp.stack(jacs)
+            cols_k.append(c)
+            J = jnp.concatenate([J, motion_subspace(model, k)[:, None].astype(dtype)], axis=1)
+        cols.append(cols_k)
+        compact.append(J)
+    full = [
+        jnp.zeros((6, nhat), dtype=dtype).at[:, jnp.asarray(ck, dtype=int)].add(Jk)
+        if ck
+        else jnp.zeros((6, nhat), dtype=dtype)
+        for ck, Jk in zip(cols, compact, strict=True)
+    ]
+    return jnp.stack(full)
 
 
 def _resolve(model: Model, frame: str):

@@ -20,9 +20,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .kinematics import _resolve, augmented_coordinates, local_transforms, motion_subspace
+from .kinematics import (
+    _resolve,
+    augmented_coordinates,
+    coordinate_map_jacobian,
+    local_transforms,
+    motion_subspace,
+)
 from .model import Model
 from .spatial import (
+    adjoint,
     adjoint_apply,
     adjoint_transpose_apply,
     inverse,
@@ -31,7 +38,7 @@ from .spatial import (
     spatial_inertia,
 )
 
-__all__ = ["body_spatial_inertias", "rnea_augmented", "rnea"]
+__all__ = ["body_spatial_inertias", "rnea_augmented", "rnea", "crba_augmented", "crba"]
 
 
 def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
@@ -53,6 +60,59 @@ def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[
             W = adjoint_transpose_apply(jnp.eye(3, dtype=com.dtype), -com, W)
         out[k] = out[k] + W if k in out else W
     return out
+
+
+def _frame_inertias(model: Model, M_body) -> list:
+    """Sum of the spatial inertias of the bodies on each kinematic frame (None: massless)."""
+    M_frame: list[Array | None] = [None] * len(model.frames)
+    for i, k in enumerate(model.body_frame_index):
+        M_frame[k] = M_body[i] if M_frame[k] is None else M_frame[k] + M_body[i]
+    return M_frame
+
+
+def crba_augmented(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[Array, "nhat nhat"]:
+    r"""$\hat\Gamma(\hat q)$ of the open augmented tree by the composite-rigid-body algorithm
+    (Featherstone 2008, the reference [7] of Dastranj & Mattila (2026)).
+
+    Composite inertias $I^c_k = M_k + \sum_{children} X^\top I^c_{child} X$ with
+    $X = Ad_{T_{child,k}}$; then $\hat\Gamma_{c(j) c(k)} = S_j^\top X^\top \cdots I^c_k S_k$ for
+    every ancestor j of k. Equals $\sum_i \hat J_i^\top M_i \hat J_i$ (eq. (9)) in O(n d)."""
+    qhat = jnp.asarray(qhat)
+    M_body = body_spatial_inertias(model)
+    dtype = jnp.result_type(qhat, M_body)
+    nf, nhat = len(model.frames), model.n_augmented
+    X = [adjoint(*inverse(T)) for T in local_transforms(model, qhat)]  # Ad_{T_k,parent}
+    Ic = _frame_inertias(model, M_body)
+    for k in reversed(range(nf)):
+        parent = model.parent_index[k]
+        if parent >= 0 and Ic[k] is not None:
+            moved = X[k].T @ Ic[k] @ X[k]
+            Ic[parent] = moved if Ic[parent] is None else Ic[parent] + moved
+    H = jnp.zeros((nhat, nhat), dtype=dtype)
+    for k in range(nf):
+        c = model.coordinate_index[k]
+        if c < 0 or Ic[k] is None:
+            continue
+        F = Ic[k] @ motion_subspace(model, k)
+        H = H.at[c, c].add(motion_subspace(model, k) @ F)
+        j = k
+        while model.parent_index[j] >= 0:  # static walk to the root
+            F = X[j].T @ F
+            j = model.parent_index[j]
+            cj = model.coordinate_index[j]
+            if cj >= 0:
+                Hjk = motion_subspace(model, j) @ F
+                H = H.at[cj, c].add(Hjk).at[c, cj].add(Hjk)
+    return H
+
+
+def crba(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
+    r"""$\Gamma = E^\top \hat\Gamma(\Xi(q)) E$ (DESIGN.md fast path for eq. (10))."""
+    H = crba_augmented(model, augmented_coordinates(model, q))
+    if model.coordinate_map is None:
+        return H
+    E = coordinate_map_jacobian(model, q)
+    return E.T @ H @ E
 
 
 def rnea_augmented(
@@ -77,9 +137,7 @@ def rnea_augmented(
     W_ext = _frame_wrenches(model, wrenches)
     dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body, model.gravity, *W_ext.values())
     nf = len(model.frames)
-    M_frame: list[Array | None] = [None] * nf
-    for i, k in enumerate(model.body_frame_index):
-        M_frame[k] = M_body[i] if M_frame[k] is None else M_frame[k] + M_body[i]
+    M_frame = _frame_inertias(model, M_body)
 
     zero6 = jnp.zeros(6, dtype=dtype)
     g = model.gravity.astype(dtype)

@@ -57,7 +57,9 @@ def test_dynamics_match_pinocchio(tree, seed):
 
     M_ref = pin.crba(pm, pd, qp)
     M_ref = np.triu(M_ref) + np.triu(M_ref, 1).T  # crba fills the upper triangle
-    close(np.asarray(mass_matrix(model, q))[np.ix_(perm, perm)], M_ref)
+    close(np.asarray(mass_matrix(model, q))[np.ix_(perm, perm)], M_ref)  # CRBA fast path
+    parts = np.asarray(jaxmb.body_mass_matrices(model, q)).sum(0)  # eq. (9)-(10) literally
+    close(parts[np.ix_(perm, perm)], M_ref)
 
     # Pinocchio's nonLinearEffects is C qd + g; jaxmb keeps gravity on the right (Q_e)
     nle = np.asarray(bias_lagrangian(model, q, qd) - gravity_forces(model, q))[perm]

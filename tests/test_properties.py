@@ -9,6 +9,7 @@ import pytest
 from helpers import (
     bias_lagrangian,
     bias_rnea,
+    body_mass_matrices,
     coriolis_matrix,
     forward_dynamics,
     gravity_forces,
@@ -60,6 +61,8 @@ def test_gamma_symmetric_positive_definite(sys_):
     G = np.asarray(mass_matrix(model, q))
     rel_close(G, G.T, 1e-13)
     assert np.linalg.eigvalsh(G).min() > 0
+    # the CRBA fast path equals the literal sum of J_i^T M_i J_i (eqs. (9)-(10))
+    rel_close(G, body_mass_matrices(model, q).sum(0), 1e-12)
 
 
 @given(systems)
