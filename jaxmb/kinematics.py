@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .model import Model
-from .spatial import adjoint_apply, compose, homogeneous, inverse, rot_axis_angle
+from .spatial import adjoint_apply, compose, homogeneous, inverse, skew
 
 __all__ = [
     "augmented_coordinates",
@@ -76,9 +76,15 @@ def local_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
     out = []
     for f, c in zip(model.frames, model.coordinate_index, strict=True):
         if f.joint == "revolute":
-            T = (f.rotation @ rot_axis_angle(f.axis, qhat[c]), f.translation)
+            # Rodrigues, premultiplied: R0 exp([a] t) = R0 + sin t (R0 [a]) + (1 - cos t) (R0 [a]^2).
+            # R0 [a] and R0 [a]^2 do not depend on the state, so under vmap over states they are
+            # computed once and the per-state work is elementwise (fuses; no batched matmul).
+            K = skew(f.axis)
+            R0K = f.rotation @ K
+            t = qhat[c]
+            T = (f.rotation + jnp.sin(t) * R0K + (1.0 - jnp.cos(t)) * (R0K @ K), f.translation)
         elif f.joint == "prismatic":
-            T = (f.rotation, f.translation + f.rotation @ (f.axis * qhat[c]))
+            T = (f.rotation, f.translation + (f.rotation @ f.axis) * qhat[c])
         else:
             T = (f.rotation, f.translation)
         out.append(T)

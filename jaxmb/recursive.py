@@ -29,10 +29,10 @@ from .kinematics import (
 )
 from .model import Model
 from .spatial import (
-    adjoint,
     adjoint_apply,
     adjoint_transpose_apply,
     inverse,
+    skew,
     spatial_cross_force,
     spatial_cross_motion,
     spatial_inertia,
@@ -70,40 +70,107 @@ def _frame_inertias(model: Model, M_body) -> list:
     return M_frame
 
 
+def _inertia_to_parent(R, p, inertia):
+    r"""A rigid-body inertia ``(m, h, I)`` about frame k's origin in k coordinates (``h = m c``,
+    ``I`` about the origin), expressed about the parent's origin in parent coordinates, for
+    ``T_parent,k = (R, p)``. This is $X^\top M X$ with $X = Ad_{T_{k,parent}}$ in 3-vector form:
+    $h' = R h + m p$, $I' = R I R^\top - [Rh][p] - [p][Rh] - m [p][p]$ (linear in m, h, I, so it
+    moves composite inertias too)."""
+    m, h, I = inertia
+    hr = R @ h
+    # [a][b] = b a^T - (a.b) I3 turns the skew products into outer products (elementwise: fuses)
+    eye = jnp.eye(3, dtype=hr.dtype)
+    outer = p[:, None] * hr[None, :]
+    I_new = (
+        R @ I @ R.T
+        - (outer + outer.T)
+        + 2.0 * (hr @ p) * eye
+        - m * (p[:, None] * p[None, :] - (p @ p) * eye)
+    )
+    return m, hr + m * p, I_new
+
+
+def _wrench_to_parent(R, p, F):
+    """A wrench [n; f] at frame k's origin in k coordinates, at the parent's origin in parent
+    coordinates, for T_parent,k = (R, p): [R n + p x R f; R f] (the dual of eq. (6))."""
+    RF = R @ jnp.stack([F[:3], F[3:]], axis=1)  # one 3 x 2 product for moment and force
+    f = RF[:, 1]
+    return jnp.concatenate([RF[:, 0] + jnp.cross(p, f), f])
+
+
+def _inertia_times_motion(inertia, joint: str, axis):
+    """M S for S = [axis; 0] (revolute) or [0; axis] (prismatic), with M = [[I, [h]], [[h]^T, m]]."""
+    m, h, I = inertia
+    if joint == "revolute":
+        return jnp.concatenate([I @ axis, jnp.cross(axis, h)])
+    return jnp.concatenate([jnp.cross(h, axis), m * axis])
+
+
+def _project(frame, F):
+    """S^T F for the joint column S = [axis; 0] (revolute) or [0; axis] (prismatic): an
+    elementwise product and sum, which fuses under vmap where a 6-vector dot would not."""
+    part = F[:3] if frame.joint == "revolute" else F[3:]
+    return jnp.sum(frame.axis * part)
+
+
 def crba_augmented(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[Array, "nhat nhat"]:
     r"""$\hat\Gamma(\hat q)$ of the open augmented tree by the composite-rigid-body algorithm
     (Featherstone 2008, the reference [7] of Dastranj & Mattila (2026)).
 
     Composite inertias $I^c_k = M_k + \sum_{children} X^\top I^c_{child} X$ with
     $X = Ad_{T_{child,k}}$; then $\hat\Gamma_{c(j) c(k)} = S_j^\top X^\top \cdots I^c_k S_k$ for
-    every ancestor j of k. Equals $\sum_i \hat J_i^\top M_i \hat J_i$ (eq. (9)) in O(n d)."""
+    every ancestor j of k. Equals $\sum_i \hat J_i^\top M_i \hat J_i$ (eq. (9)) in O(n d).
+    Inertias are kept as ``(m, h = m c, I_origin)`` and moved with 3 x 3 algebra."""
     qhat = jnp.asarray(qhat)
-    M_body = body_spatial_inertias(model)
-    dtype = jnp.result_type(qhat, M_body)
+    dtype = jnp.result_type(qhat, model.gravity)
     nf, nhat = len(model.frames), model.n_augmented
-    X = [adjoint(*inverse(T)) for T in local_transforms(model, qhat)]  # Ad_{T_k,parent}
-    Ic = _frame_inertias(model, M_body)
+    T = local_transforms(model, qhat)  # T_parent,k
+    Ic: list = [None] * nf
+    for b, k in zip(model.bodies, model.body_frame_index, strict=True):
+        C = skew(b.com)
+        own = (b.mass, b.mass * b.com, b.inertia + b.mass * (C.T @ C))  # parallel axes
+        Ic[k] = own if Ic[k] is None else tuple(x + y for x, y in zip(Ic[k], own, strict=True))
     for k in reversed(range(nf)):
         parent = model.parent_index[k]
         if parent >= 0 and Ic[k] is not None:
-            moved = X[k].T @ Ic[k] @ X[k]
-            Ic[parent] = moved if Ic[parent] is None else Ic[parent] + moved
-    H = jnp.zeros((nhat, nhat), dtype=dtype)
+            moved = _inertia_to_parent(*T[k], Ic[k])
+            Ic[parent] = (
+                moved
+                if Ic[parent] is None
+                else tuple(x + y for x, y in zip(Ic[parent], moved, strict=True))
+            )
+    entries: dict[tuple[int, int], Array] = {}  # static (row, col) -> value; no scatters
+
+    def add(i, j, x):
+        entries[i, j] = entries[i, j] + x if (i, j) in entries else x
+
     for k in range(nf):
         c = model.coordinate_index[k]
         if c < 0 or Ic[k] is None:
             continue
-        F = Ic[k] @ motion_subspace(model, k)
-        H = H.at[c, c].add(motion_subspace(model, k) @ F)
+        F = _inertia_times_motion(Ic[k], model.frames[k].joint, model.frames[k].axis)
+        add(c, c, _project(model.frames[k], F))
         j = k
         while model.parent_index[j] >= 0:  # static walk to the root
-            F = X[j].T @ F
+            F = _wrench_to_parent(*T[j], F)
             j = model.parent_index[j]
             cj = model.coordinate_index[j]
             if cj >= 0:
-                Hjk = motion_subspace(model, j) @ F
-                H = H.at[cj, c].add(Hjk).at[c, cj].add(Hjk)
-    return H
+                Hjk = _project(model.frames[j], F)
+                add(cj, c, Hjk)
+                add(c, cj, Hjk)
+    return _assemble(entries, (nhat, nhat), dtype)
+
+
+def _assemble(entries: dict, shape: tuple[int, int], dtype) -> Array:
+    """A dense matrix from statically indexed entries (zeros elsewhere) by one stack, which
+    batches far better under vmap than one scatter per entry."""
+    zero = jnp.zeros((), dtype=dtype)
+    rows = [
+        jnp.stack([entries.get((i, j), zero).astype(dtype) for j in range(shape[1])])
+        for i in range(shape[0])
+    ]
+    return jnp.stack(rows)
 
 
 def crba(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
@@ -165,15 +232,16 @@ def rnea_augmented(
         V.append(v)
         A.append(a)
         F.append(f)
-    tau = jnp.zeros(model.n_augmented, dtype=dtype)
+    tau: dict[tuple[int, int], Array] = {}
     for k in reversed(range(nf)):  # backward pass: wrenches to parents, projection on joints
         parent, c = model.parent_index[k], model.coordinate_index[k]
         if c >= 0:
-            tau = tau.at[c].add(motion_subspace(model, k) @ F[k])
+            t = motion_subspace(model, k) @ F[k]
+            tau[c, 0] = tau[c, 0] + t if (c, 0) in tau else t
         if parent >= 0:
             R, p = T_inv[k]
             F[parent] = F[parent] + adjoint_transpose_apply(R, p, F[k])
-    return tau
+    return _assemble(tau, (model.n_augmented, 1), dtype)[:, 0]
 
 
 def rnea(

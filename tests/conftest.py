@@ -24,3 +24,12 @@ def arm():
 @pytest.fixture(scope="session")
 def arm_full():
     return jaxmb.models.series_parallel_3dof(full=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_code():
+    """Drop compiled executables after each test module. XLA's CPU JIT keeps several memory
+    mappings per executable, and one process that compiles the whole suite's functions can reach
+    the kernel's per-process mapping limit (vm.max_map_count, 65530 by default)."""
+    yield
+    jax.clear_caches()
