@@ -43,7 +43,7 @@ def _positive(name, x, n):
     if x.ndim == 0:
         x = jnp.broadcast_to(x, (n,))
     return _checked(
-        x, lambda v: ~(v > 0), f"RobustController: {name} must be > 0 (diagonal gain)", (n,)
+        x, lambda v: ~(v > 0), f"RobustController.{name}: must be > 0 (diagonal gain)", (n,)
     )
 
 
