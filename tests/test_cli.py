@@ -64,3 +64,38 @@ def test_json_output_matches_the_library(capsys):
 def test_bad_input_is_named(argv, message):
     with pytest.raises(SystemExit, match=message):
         main(argv)
+
+
+def test_simulate_writes_the_report(tmp_path, capsys):
+    """A short run of the Section IV scenario: every promised file, and summary.json's keys."""
+    out = tmp_path / "sim"
+    assert (
+        main(["simulate", "--out", str(out), "--t-final", "2", "--dt-save", "0.02", "--quiet"]) == 0
+    )
+    names = {p.name for p in out.iterdir()}
+    assert {
+        "timeseries.csv",
+        "rmse.csv",
+        "bounds.csv",
+        "summary.json",
+        "tracking.png",
+        "errors.png",
+        "effort.png",
+    } <= names
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("rmse", "max_abs_error_after_5s", "ultimate_bound_e", "kappa_exceeds_dbar"):
+        assert set(summary[key]) == {"phi", "theta", "delta"}, key
+    assert all(isinstance(v, bool) for v in summary["kappa_exceeds_dbar"].values())
+    rows = (out / "timeseries.csv").read_text().splitlines()
+    assert rows[0].startswith("t,q_phi,q_theta,q_delta") and len(rows) == 1 + 101
+    # RMSE in the summary is the RMSE of the CSV's error columns
+    data = np.loadtxt(out / "timeseries.csv", delimiter=",", skiprows=1)
+    header = rows[0].split(",")
+    e_theta = data[:, header.index("e_theta")]
+    np.testing.assert_allclose(summary["rmse"]["theta"], np.sqrt(np.mean(e_theta**2)), rtol=1e-12)
+    assert "RMSE" in capsys.readouterr().out
+
+
+def test_simulate_rejects_bad_gains():
+    with pytest.raises(SystemExit, match="--kappa: expected positive gains"):
+        main(["simulate", "--kappa", "-5"])

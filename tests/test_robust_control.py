@@ -6,8 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import jaxmb
 from jaxmb.control import (
     RobustController,
     inertia_eigenvalue_bounds,
@@ -16,6 +14,8 @@ from jaxmb.control import (
     ultimate_bounds,
 )
 from jaxmb.control.robust import filtered_error
+
+import jaxmb
 from jaxmb.simulate import desired_state, simulate
 
 SCENARIO = section_iv()
@@ -24,8 +24,9 @@ BOX = (jnp.array([-1.0, -0.4, 0.0]), jnp.array([1.0, 1.0, 0.2]))  # holds both r
 
 
 def run(sc, plant, disturbance, controller=None):
-    return simulate(plant, controller or sc.controller, sc.reference, sc.q0, sc.qd0, TS,
-                    disturbance=disturbance)
+    return simulate(
+        plant, controller or sc.controller, sc.reference, sc.q0, sc.qd0, TS, disturbance=disturbance
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,12 @@ def gamma_bounds():
 def uncertainty(tr, sc=SCENARIO, plant=None, disturbance=None):
     d = jax.vmap(
         lambda t, q, qd, u: lumped_uncertainty(
-            sc.nominal, plant or sc.plant, t, q, qd, u,
+            sc.nominal,
+            plant or sc.plant,
+            t,
+            q,
+            qd,
+            u,
             wrenches=None if disturbance is None else disturbance.wrenches_at,
         )
     )(tr.t, tr.q, tr.qd, tr.u)
@@ -65,8 +71,13 @@ def test_control_law_is_eq_18():
         s = e_dot + 1.0 * e
         qdd_r = qdd_d - 1.0 * e_dot
         m = SCENARIO.nominal
-        ref = (jaxmb.mass_matrix(m, q) @ qdd_r + jaxmb.bias_forces(m, q, qd)
-               - jaxmb.gravity_forces(m, q) - 30.0 * s - 50.0 * np.clip(s / 1e-4, -1, 1))
+        ref = (
+            jaxmb.mass_matrix(m, q) @ qdd_r
+            + jaxmb.bias_forces(m, q, qd)
+            - jaxmb.gravity_forces(m, q)
+            - 30.0 * s
+            - 50.0 * np.clip(s / 1e-4, -1, 1)
+        )
         np.testing.assert_allclose(ctrl(0.0, q, qd, desired), ref, rtol=1e-10, atol=1e-8)
 
 
@@ -77,8 +88,13 @@ def test_passivity_form_uses_christoffel_C():
     desired = (q - 0.02, jnp.array([0.1, 0.1, 0.01]), jnp.array([0.5, -0.3, 0.02]))
     _, e_dot, s = filtered_error(ctrl.Lambda, q, qd, desired)
     qdd_r, qd_r = desired[2] - e_dot, qd - s
-    ref = (jaxmb.mass_matrix(m, q) @ qdd_r + jaxmb.coriolis_matrix(m, q, qd) @ qd_r
-           - jaxmb.gravity_forces(m, q) - 30.0 * s - 50.0 * np.clip(s / 1e-2, -1, 1))
+    ref = (
+        jaxmb.mass_matrix(m, q) @ qdd_r
+        + jaxmb.coriolis_matrix(m, q, qd) @ qd_r
+        - jaxmb.gravity_forces(m, q)
+        - 30.0 * s
+        - 50.0 * np.clip(s / 1e-2, -1, 1)
+    )
     np.testing.assert_allclose(ctrl(0.0, q, qd, desired), ref, rtol=1e-10, atol=1e-8)
 
 
@@ -92,15 +108,29 @@ def test_gains_are_validated():
 
 
 def test_ultimate_bounds_closed_form():
-    b = ultimate_bounds(K=[30.0, 40.0], kappa=[50.0, 50.0], eps=[1e-2, 2e-2], Lambda=[1.0, 2.0],
-                        dbar=[10.0, 20.0], gamma_min=4.0, gamma_max=9.0)
+    b = ultimate_bounds(
+        K=[30.0, 40.0],
+        kappa=[50.0, 50.0],
+        eps=[1e-2, 2e-2],
+        Lambda=[1.0, 2.0],
+        dbar=[10.0, 20.0],
+        gamma_min=4.0,
+        gamma_max=9.0,
+    )
     mu = np.sqrt((50 * 1e-2 + 50 * 2e-2) / 30.0)  # kappa > dbar: sqrt(sum kappa eps / lambda_min)
     np.testing.assert_allclose(b.mu, mu, rtol=1e-14)
     np.testing.assert_allclose(b.s, 1.5 * mu, rtol=1e-14)
     np.testing.assert_allclose(b.e, [1.5 * mu, 0.75 * mu], rtol=1e-14)
     assert b.kappa_exceeds_dbar.tolist() == [True, True]
-    b2 = ultimate_bounds(K=[30.0, 40.0], kappa=[50.0, 50.0], eps=[1e-2, 2e-2], Lambda=[1.0, 2.0],
-                         dbar=[10.0, 80.0], gamma_min=4.0, gamma_max=9.0)
+    b2 = ultimate_bounds(
+        K=[30.0, 40.0],
+        kappa=[50.0, 50.0],
+        eps=[1e-2, 2e-2],
+        Lambda=[1.0, 2.0],
+        dbar=[10.0, 80.0],
+        gamma_min=4.0,
+        gamma_max=9.0,
+    )
     a, c = 30.0, 1.5  # |(dbar - kappa)^+| and sum kappa eps
     np.testing.assert_allclose(b2.mu, (a + np.sqrt(a * a + 4 * 30 * c)) / 60, rtol=1e-14)
     assert b2.kappa_exceeds_dbar.tolist() == [True, False]
@@ -111,7 +141,9 @@ def test_eigenvalue_bounds_enclose_sampled_eigenvalues(gamma_bounds):
     rng = np.random.default_rng(3)
     lo, hi = (np.asarray(x) for x in BOX)
     qs = lo + (hi - lo) * rng.random((400, 3))
-    eig = np.asarray(jax.vmap(lambda q: jnp.linalg.eigvalsh(jaxmb.mass_matrix(SCENARIO.nominal, q)))(qs))
+    eig = np.asarray(
+        jax.vmap(lambda q: jnp.linalg.eigvalsh(jaxmb.mass_matrix(SCENARIO.nominal, q)))(qs)
+    )
     assert 0 < float(gmin) <= eig.min() and eig.max() <= float(gmax)
 
 
@@ -121,8 +153,13 @@ def test_nominal_plant_converges_within_the_bound(nominal_run, gamma_bounds):
     np.testing.assert_allclose(d, 0.0, atol=1e-8)  # plant = nominal, no disturbance: d = 0
     c = SCENARIO.controller
     b = ultimate_bounds(c.K, c.kappa, c.eps, c.Lambda, np.abs(d).max(0), *gamma_bounds)
-    s = np.asarray(jax.vmap(lambda t, q, qd: filtered_error(
-        c.Lambda, q, qd, desired_state(SCENARIO.reference, t))[2])(tr.t, tr.q, tr.qd))
+    s = np.asarray(
+        jax.vmap(
+            lambda t, q, qd: filtered_error(c.Lambda, q, qd, desired_state(SCENARIO.reference, t))[
+                2
+            ]
+        )(tr.t, tr.q, tr.qd)
+    )
     t = np.asarray(tr.t)
     late = t > 12.0
     assert np.linalg.norm(s[0]) > 0.1 and np.linalg.norm(s[late], axis=1).max() < 1e-3  # s decays
@@ -161,7 +198,9 @@ def _lyapunov_terms(sc, ctrl, tr, disturbance):
         s_dot = qdd - (desired[2] - ctrl.Lambda * e_dot)
         G, G_dot = jax.jvp(lambda x: jaxmb.mass_matrix(m, x), (q,), (qd,))
         V_dot = s @ G @ s_dot + 0.5 * s @ G_dot @ s
-        d = lumped_uncertainty(m, sc.plant, t, q, qd, Q_a, wrenches=None if W is None else (lambda _: W))
+        d = lumped_uncertainty(
+            m, sc.plant, t, q, qd, Q_a, wrenches=None if W is None else (lambda _: W)
+        )
         return V_dot, s, jnp.clip(s / ctrl.eps, -1, 1), d, 0.5 * s @ G_dot @ s
 
     return [np.asarray(x) for x in jax.vmap(at)(tr.t, tr.q, tr.qd)]
@@ -172,7 +211,12 @@ def test_lyapunov_derivative_identity_for_eq_18(full_run):
     c = SCENARIO.controller
     V_dot, s, sat, d, extra = _lyapunov_terms(SCENARIO, c, full_run, SCENARIO.disturbance)
     K, kappa = np.asarray(c.K), np.asarray(c.kappa)
-    rhs = -np.einsum("ti,i,ti->t", s, K, s) - np.einsum("ti,i,ti->t", s, kappa, sat) + (s * d).sum(1) + extra
+    rhs = (
+        -np.einsum("ti,i,ti->t", s, K, s)
+        - np.einsum("ti,i,ti->t", s, kappa, sat)
+        + (s * d).sum(1)
+        + extra
+    )
     np.testing.assert_allclose(V_dot, rhs, rtol=1e-8, atol=1e-8 * np.abs(V_dot).max())
 
 
@@ -180,13 +224,16 @@ def test_lyapunov_inequality_after_eq_25_along_a_run(gamma_bounds):
     """With the passivity form, for which eq. (21) holds exactly, Vdot obeys the inequality
     after eq. (25) at every saved state, with dbar measured along the same run."""
     sc = eqx.tree_at(
-        lambda s: s.controller, SCENARIO,
+        lambda s: s.controller,
+        SCENARIO,
         RobustController(SCENARIO.nominal, 1.0, 30.0, 50.0, 1e-4, form="passivity"),
     )
     tr = run(sc, sc.plant, sc.disturbance)
     V_dot, s, _, d, _ = _lyapunov_terms(sc, sc.controller, tr, sc.disturbance)
     dbar = np.abs(d).max(0)
-    K, kappa, eps = (np.asarray(x) for x in (sc.controller.K, sc.controller.kappa, sc.controller.eps))
+    K, kappa, eps = (
+        np.asarray(x) for x in (sc.controller.K, sc.controller.kappa, sc.controller.eps)
+    )
     bound = -K.min() * (s**2).sum(1) - (np.abs(s) * (kappa - dbar)).sum(1) + (kappa * eps).sum()
     slack = 1e-7 * np.abs(V_dot).max()  # round-off of the evaluated terms
     assert (V_dot <= bound + slack).all()
