@@ -172,6 +172,7 @@ def simulate(
     max_steps: int = 200_000,
     throw: bool = True,
     progress: bool = False,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -188,6 +189,10 @@ def simulate(
         throw: raise (through `equinox.error_if`) when the solve fails; with ``False`` the
             trajectory's ``success`` is False instead (for batched studies).
         progress: print a text progress meter (not under vmap).
+        adjoint: how reverse mode differentiates the solve; default diffrax's
+            ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
+            ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: faster
+            gradients for more memory (see scripts/bench_simulate.py).
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -243,6 +248,7 @@ def simulate(
         max_steps=max_steps,
         throw=throw,
         progress_meter=diffrax.TextProgressMeter() if progress else diffrax.NoProgressMeter(),
+        adjoint=adjoint or diffrax.RecursiveCheckpointAdjoint(),
     )
     q, qd = sol.ys
     # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there and

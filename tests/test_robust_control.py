@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import jaxmb
 from jaxmb.control import (
     RobustController,
     inertia_eigenvalue_bounds,
@@ -14,8 +16,6 @@ from jaxmb.control import (
     ultimate_bounds,
 )
 from jaxmb.control.robust import filtered_error
-
-import jaxmb
 from jaxmb.simulate import desired_state, simulate
 
 SCENARIO = section_iv()

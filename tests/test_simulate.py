@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxmb.control import RobustController
 
 import jaxmb
+from jaxmb.control import RobustController
 from jaxmb.simulate import Disturbance, SinusoidReference, WindowedWrench, simulate
 
 M_SLIDER = 2.0

@@ -1,0 +1,90 @@
+"""Run time of the 20 s Section IV closed-loop scenario after compilation, as a fraction of the
+simulated time (Petrovic & Mattila report 0.05 for their Simulink model and 0.14 for Simscape),
+its compile time, and the cost of one gradient of the tracking RMSE with respect to all the
+controller gains relative to one forward run, measured in the same process.
+
+    python scripts/bench_simulate.py [--repeats 5] [--solver tsit5] [--rtol 1e-7] [--atol 1e-9]
+"""
+
+import argparse
+import time
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--repeats", type=int, default=5)
+parser.add_argument("--solver", default="tsit5")
+parser.add_argument("--rtol", type=float, default=1e-7)
+parser.add_argument("--atol", type=float, default=1e-9)
+parser.add_argument(
+    "--store-all", action="store_true", help="adjoint that checkpoints every step (more memory)"
+)
+args = parser.parse_args()
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from jaxmb.control import section_iv  # noqa: E402
+from jaxmb.simulate import simulate  # noqa: E402
+
+
+def timed(fn, *a):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*a))
+    return time.perf_counter() - t0
+
+
+def main():
+    sc = section_iv()
+    ts = jnp.linspace(0.0, sc.t_final, 2001)
+    # differentiate with respect to the gains only (not the nominal model inside the controller)
+    gain_leaves = ("Lambda", "K", "kappa", "eps")
+
+    def with_gains(g):
+        c = sc.controller
+        for name in gain_leaves:
+            c = eqx.tree_at(lambda c_, n=name: getattr(c_, n), c, g[name])
+        return c
+
+    g0 = {name: getattr(sc.controller, name) for name in gain_leaves}
+
+    def rmse(g):
+        tr = simulate(sc.plant, with_gains(g), sc.reference, sc.q0, sc.qd0, ts,
+                      disturbance=sc.disturbance, solver=args.solver, rtol=args.rtol, atol=args.atol,
+                      adjoint=adjoint)  # fmt: skip
+        return jnp.sqrt(jnp.mean(tr.e**2)), tr.num_steps
+
+    forward = jax.jit(rmse)
+    adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=200_000 if args.store_all else None)
+    gradient = jax.jit(jax.grad(lambda g: rmse(g)[0]))
+    compile_fwd = timed(forward, g0)
+    run_fwd = min(timed(forward, g0) for _ in range(args.repeats))
+    compile_grad = timed(gradient, g0)
+    run_grad = min(timed(gradient, g0) for _ in range(args.repeats))
+    value, steps = forward(g0)
+    print(f"jaxmb bench_simulate: Section IV scenario, {sc.t_final:g} s simulated, solver {args.solver}, "
+          f"rtol {args.rtol:g}, atol {args.atol:g}, {int(steps)} accepted steps, best of {args.repeats}, "
+          f"adjoint checkpoints {'every step' if args.store_all else 'binomial (default)'}")  # fmt: skip
+    print(f"jax {jax.__version__}, devices {jax.devices()}")
+    print(
+        f"{'forward run (after compile)':<36}{run_fwd:>9.3f} s   fraction of simulated time "
+        f"{run_fwd / sc.t_final:.4f}  (Simulink 0.05: x{0.05 / (run_fwd / sc.t_final):.1f}, "
+        f"Simscape 0.14: x{0.14 / (run_fwd / sc.t_final):.1f}; aim 0.005)"
+    )
+    print(f"{'forward compile (first call - run)':<36}{compile_fwd - run_fwd:>9.3f} s")
+    print(
+        f"{'gradient of RMSE w.r.t. 12 gains':<36}{run_grad:>9.3f} s   ratio to forward run "
+        f"{run_grad / run_fwd:.2f}"
+    )
+    print(f"{'gradient compile (first call - run)':<36}{compile_grad - run_grad:>9.3f} s")
+    print(
+        f"per step: {run_fwd / int(steps) * 1e6:.1f} us (Tsit5: 6 vector-field evaluations a step)"
+    )
+    print(f"RMSE {float(value):.5f}; dRMSE/dK = {gradient(g0)['K']}")
+
+
+if __name__ == "__main__":
+    main()
