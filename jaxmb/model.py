@@ -215,8 +215,7 @@ class CoordinateMap(eqx.Module):
     names: eqx.AbstractVar[tuple[str, ...]]
 
     @abc.abstractmethod
-    def __call__(self, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
-        raise NotImplementedError
+    def __call__(self, q: Float[Array, " n"]) -> Float[Array, " nhat"]: ...
 
 
 class Model(eqx.Module):

@@ -13,6 +13,7 @@ gains or models without recompiling per element.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
 
 import diffrax
@@ -37,10 +38,12 @@ __all__ = [
 
 
 class Reference(eqx.Module):
-    r"""Abstract desired trajectory ``q_d(t)``; velocity and acceleration come by autodiff."""
+    r"""Abstract desired trajectory ``q_d(t)``; velocity and acceleration come by autodiff
+    (`desired_state`), so a concrete reference only defines positions. Any callable of t works
+    where a reference is expected; this interface is for references that carry parameters."""
 
-    def __call__(self, t: Float[ArrayLike, ""]) -> Float[Array, " n"]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, t: Float[ArrayLike, ""]) -> Float[Array, " n"]: ...
 
 
 class SinusoidReference(Reference):
