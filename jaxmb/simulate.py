@@ -156,7 +156,12 @@ class Trajectory(eqx.Module):
         return self.q - self.q_d
 
 
-_SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "kvaerno5": diffrax.Kvaerno5}
+_SOLVERS = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "bosh3": diffrax.Bosh3,
+    "kvaerno5": diffrax.Kvaerno5,
+}
 
 
 def simulate(
@@ -185,8 +190,9 @@ def simulate(
             equinox module (its array fields are differentiable leaves).
         reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`).
         disturbance: external wrenches and generalized forces on the plant.
-        solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"kvaerno5"`` (implicit,
-            for stiff loops such as high-gain boundary layers), or any diffrax solver.
+        solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
+            order: cheaper when steps are stability-limited, as with a thin boundary layer
+            kappa/eps), ``"kvaerno5"`` (implicit, for stiff loops), or any diffrax solver.
         rtol, atol: tolerances of the PID step-size controller.
         max_steps: solver step budget; exhausting it is an error.
         throw: raise (through `equinox.error_if`) when the solve fails; with ``False`` the
