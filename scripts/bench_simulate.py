@@ -3,7 +3,7 @@ simulated time (Petrovic & Mattila report 0.05 for their Simulink model and 0.14
 its compile time, and the cost of one gradient of the tracking RMSE with respect to all the
 controller gains relative to one forward run, measured in the same process.
 
-    python scripts/bench_simulate.py [--repeats 5] [--solver tsit5] [--rtol 1e-7] [--atol 1e-9]
+    python scripts/bench_simulate.py [--repeats 5] [--solver tsit5] [--rtol 1e-8] [--atol 1e-10]
 """
 
 import argparse
@@ -12,8 +12,8 @@ import time
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--repeats", type=int, default=5)
 parser.add_argument("--solver", default="tsit5")
-parser.add_argument("--rtol", type=float, default=1e-7)
-parser.add_argument("--atol", type=float, default=1e-9)
+parser.add_argument("--rtol", type=float, default=1e-8)
+parser.add_argument("--atol", type=float, default=1e-10)
 parser.add_argument(
     "--store-all", action="store_true", help="adjoint that checkpoints every step (more memory)"
 )
