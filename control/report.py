@@ -139,59 +139,49 @@ def _plots(sc: Scenario, tr: Trajectory, summary: dict, out: Path) -> None:
 
     names = summary["coordinates"]
     t = np.asarray(tr.t)
-    w0, w1 = sc.disturbance_window
 
-    def figure(title):
+    def panels(title: str, path: str, draw, ylabel) -> None:
+        """One panel per coordinate, the disturbance window shaded, saved as ``out/path``."""
         fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 2.2 * len(names)))
         fig.suptitle(title)
-        return fig, axes
+        for i, (ax, nm) in enumerate(zip(axes, names, strict=True)):
+            ax.axvspan(*sc.disturbance_window, color="0.85", label="disturbance")
+            draw(ax, i, nm)
+            ax.set_ylabel(ylabel(nm))
+        axes[-1].set_xlabel("t [s]")
+        fig.tight_layout()
+        fig.savefig(out / path, dpi=110)
+        plt.close(fig)
 
-    fig, axes = figure("Desired vs actual (cf. Dastranj & Mattila Fig. 3)")
-    for i, (ax, nm) in enumerate(zip(axes, names, strict=True)):
+    def tracking(ax, i, nm):
         ax.plot(t, np.asarray(tr.q_d)[:, i], "--", label="desired")
         ax.plot(t, np.asarray(tr.q)[:, i], label="actual")
-        ax.axvspan(w0, w1, color="0.85", label="disturbance")
         if nm == "delta":
             for lim in STROKE:
                 ax.axhline(lim, color="r", lw=0.8, ls=":")
-        ax.set_ylabel(f"{nm} [{UNITS.get(nm, '')}]")
-    axes[0].legend(loc="upper right", fontsize=8)
-    axes[-1].set_xlabel("t [s]")
-    fig.tight_layout()
-    fig.savefig(out / "tracking.png", dpi=110)
-    plt.close(fig)
+        if i == 0:
+            ax.legend(loc="upper right", fontsize=8)
 
-    fig, axes = figure("Tracking errors (cf. Fig. 4); dashed: computed ultimate bound")
-    for i, (ax, nm) in enumerate(zip(axes, names, strict=True)):
-        ax.plot(t, np.asarray(tr.e)[:, i])
-        ax.axvspan(w0, w1, color="0.85")
+    def errors(ax, i, nm):
+        e = np.asarray(tr.e)[:, i]
+        ax.plot(t, e)
         bnd = summary["ultimate_bound_e"][nm]
         ax.axhline(bnd, color="k", ls="--", lw=0.8)
         ax.axhline(-bnd, color="k", ls="--", lw=0.8)
-        scale = max(np.abs(np.asarray(tr.e)[:, i]).max(), 1e-9)
+        scale = max(np.abs(e).max(), 1e-9)
         ax.set_ylim(-1.2 * scale, 1.2 * scale)
         tag = "" if bnd <= 1.2 * scale else " (off scale)"
         ok = "kappa > dbar" if summary["kappa_exceeds_dbar"][nm] else "kappa <= dbar"
-        ax.text(
-            0.01,
-            0.92,
-            f"bound |e| <= {bnd:.3g}{tag}; {ok}",
-            transform=ax.transAxes,
-            fontsize=8,
-            va="top",
-        )
-        ax.set_ylabel(f"e_{nm} [{UNITS.get(nm, '')}]")
-    axes[-1].set_xlabel("t [s]")
-    fig.tight_layout()
-    fig.savefig(out / "errors.png", dpi=110)
-    plt.close(fig)
+        text = f"bound |e| <= {bnd:.3g}{tag}; {ok}"
+        ax.text(0.01, 0.92, text, transform=ax.transAxes, fontsize=8, va="top")
 
-    fig, axes = figure("Control effort Q_a")
-    for i, (ax, nm) in enumerate(zip(axes, names, strict=True)):
+    def effort(ax, i, nm):
+        del nm
         ax.plot(t, np.asarray(tr.u)[:, i])
-        ax.axvspan(w0, w1, color="0.85")
-        ax.set_ylabel(f"{nm} [{'N' if nm == 'delta' else 'N m'}]")
-    axes[-1].set_xlabel("t [s]")
-    fig.tight_layout()
-    fig.savefig(out / "effort.png", dpi=110)
-    plt.close(fig)
+
+    panels("Desired vs actual (cf. Dastranj & Mattila Fig. 3)", "tracking.png", tracking,
+           lambda nm: f"{nm} [{UNITS.get(nm, '')}]")  # fmt: skip
+    panels("Tracking errors (cf. Fig. 4); dashed: computed ultimate bound", "errors.png", errors,
+           lambda nm: f"e_{nm} [{UNITS.get(nm, '')}]")  # fmt: skip
+    panels("Control effort Q_a", "effort.png", effort,
+           lambda nm: f"{nm} [{'N' if nm == 'delta' else 'N m'}]")  # fmt: skip

@@ -103,7 +103,7 @@ def pinocchio_peer(pm, closed_chain: bool):
 
     L0, l0 = 0.35, 0.425  # the spec's triangle
 
-    def lift(q, qd):
+    def lift(q):
         """qhat, dzeta/ddelta and d2zeta/ddelta2 from eq. (28), in numpy (no JAX in the peer)."""
         d = q[2]
         c = (d + l0) ** 2 / (2 * L0**2) - 1
@@ -114,14 +114,14 @@ def pinocchio_peer(pm, closed_chain: bool):
         return qhat, e, de
 
     def M(q):
-        qhat, e, _ = lift(q, np.zeros(3))
+        qhat, e, _ = lift(q)
         Mh = pin.crba(pm, pd, qhat)
         Mh = np.triu(Mh) + np.triu(Mh, 1).T
         E = np.diag([1.0, 1.0, e])
         return E.T @ Mh @ E
 
     def nle(q, qd):
-        qhat, e, de = lift(q, qd)
+        qhat, e, de = lift(q)
         qhatd = np.array([qd[0], qd[1], e * qd[2]])
         tau = pin.rnea(pm, pd, qhat, qhatd, np.array([0.0, 0.0, de * qd[2] ** 2]))
         return tau * np.array([1.0, 1.0, e])

@@ -1,21 +1,24 @@
-"""Shared jitted functions and references that share no code with jaxmb."""
+"""Shared jitted functions, and references that share no code with jaxmb."""
 
-import equinox as eqx
+from functools import partial
+
 import numpy as np
 
 import jaxmb
 
-mass_matrix = eqx.filter_jit(jaxmb.mass_matrix)
-body_mass_matrices = eqx.filter_jit(jaxmb.body_mass_matrices)
-bias_lagrangian = eqx.filter_jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="lagrangian"))
-bias_rnea = eqx.filter_jit(lambda m, q, qd: jaxmb.bias_forces(m, q, qd, method="rnea"))
-gravity_forces = eqx.filter_jit(jaxmb.gravity_forces)
-coriolis_matrix = eqx.filter_jit(jaxmb.coriolis_matrix)
-inverse_dynamics = eqx.filter_jit(jaxmb.inverse_dynamics)
-forward_dynamics = eqx.filter_jit(jaxmb.forward_dynamics)
-regressor = eqx.filter_jit(jaxmb.regressor)
-kinetic_energy = eqx.filter_jit(jaxmb.kinetic_energy)
-potential_energy = eqx.filter_jit(jaxmb.potential_energy)
+# jaxmb's public functions are already equinox.filter_jit-ed: one compiled version per model
+# structure is shared by every test that imports these names
+mass_matrix = jaxmb.mass_matrix
+body_mass_matrices = jaxmb.body_mass_matrices
+bias_lagrangian = partial(jaxmb.bias_forces, method="lagrangian")
+bias_rnea = partial(jaxmb.bias_forces, method="rnea")
+gravity_forces = jaxmb.gravity_forces
+coriolis_matrix = jaxmb.coriolis_matrix
+inverse_dynamics = jaxmb.inverse_dynamics
+forward_dynamics = jaxmb.forward_dynamics
+regressor = jaxmb.regressor
+kinetic_energy = jaxmb.kinetic_energy
+potential_energy = jaxmb.potential_energy
 
 # arm constants from shared/specs/series_parallel_3dof.md, typed in again on purpose
 SPEC_L0, SPEC_l0 = 0.35, 0.425

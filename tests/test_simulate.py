@@ -27,6 +27,13 @@ def pd(k, c):
 ZERO_REF = SinusoidReference([0.0], [0.0], [1.0])
 
 
+def free_slider(ts, disturbance):
+    """The slider without control under a disturbance, from rest, solved tightly."""
+    zero = jnp.zeros(1)
+    return simulate(slider(), pd(0.0, 0.0), ZERO_REF, zero, zero, ts, disturbance=disturbance,
+                    rtol=1e-10, atol=1e-12)  # fmt: skip
+
+
 @pytest.mark.parametrize("solver", ["tsit5", "kvaerno5"])
 def test_damped_oscillator_matches_closed_form(solver):
     """m x'' + c x' + k x = 0 with x(0) = 1, x'(0) = 0: underdamped closed form."""
@@ -58,17 +65,7 @@ def test_windowed_wrench_gives_the_impulse():
         wrenches={"P": WindowedWrench([0, 0, 0, 3.0, 0, 0], 0.5, 1.25)}, jump_times=(0.5, 1.25)
     )
     ts = jnp.array([0.0, 0.4, 1.0, 2.0])
-    tr = simulate(
-        slider(),
-        pd(0.0, 0.0),
-        ZERO_REF,
-        jnp.zeros(1),
-        jnp.zeros(1),
-        ts,
-        disturbance=dist,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    tr = free_slider(ts, dist)
     np.testing.assert_allclose(
         tr.qd[:, 0], [0, 0, 3.0 * 0.5 / M_SLIDER, 3.0 * 0.75 / M_SLIDER], atol=1e-9
     )
@@ -79,17 +76,7 @@ def test_windowed_wrench_gives_the_impulse():
 def test_generalized_force_disturbance():
     dist = Disturbance(forces=lambda t: jnp.array([2.0 * t]))  # x'' = t  =>  x = t^3 / 6
     ts = jnp.linspace(0, 1.0, 5)
-    tr = simulate(
-        slider(),
-        pd(0.0, 0.0),
-        ZERO_REF,
-        jnp.zeros(1),
-        jnp.zeros(1),
-        ts,
-        disturbance=dist,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    tr = free_slider(ts, dist)
     np.testing.assert_allclose(tr.q[:, 0], np.asarray(ts) ** 3 / 6, atol=1e-10)
 
 
