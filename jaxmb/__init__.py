@@ -5,6 +5,7 @@ Twists are [omega; v], wrenches [moment; force]; the equation of motion is
 ``Gamma(q) qdd + h(q, qd) = Q_e + Q_a`` (Dastranj & Mattila (2026) eq. (13))."""
 
 from . import models as models
+from . import projection as projection
 from . import spatial as spatial
 from .dynamics import bias_forces as bias_forces
 from .dynamics import body_mass_matrices as body_mass_matrices
@@ -33,6 +34,7 @@ from .model import Model as Model
 from .model import replace_body as replace_body
 from .model import replace_placement as replace_placement
 from .models import load_urdf as load_urdf
+from .projection import ConstrainedSystem as ConstrainedSystem
 from .recursive import crba as crba
 from .recursive import rnea as rnea
 

@@ -75,15 +75,16 @@ def _not_finite(x):
 
 
 def _inertia_bad(I):
-    """True unless I is finite, symmetric, positive definite and obeys the triangle inequalities
-    of its principal moments (a physically realisable rigid-body inertia about the COM)."""
+    """True unless I is finite, symmetric, positive semidefinite and obeys the triangle
+    inequalities of its principal moments (a physically realisable rigid-body inertia about the
+    COM; zero for a point mass, singular for a thin rod)."""
     finite = jnp.isfinite(I).all()
     Is = jnp.where(finite, I, jnp.eye(3, dtype=I.dtype))  # keep eigvalsh away from NaN/inf
     scale = jnp.maximum(jnp.abs(Is).max(), 1e-30)
     sym = jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale
     lam = jnp.linalg.eigvalsh(0.5 * (Is + Is.T))
-    pd = (lam > 0).all()
     slack = 1e-9 * scale if Is.dtype == jnp.float64 else 1e-5 * scale
+    pd = (lam >= -slack).all()
     tri = (lam[0] + lam[1] >= lam[2] - slack) & (lam[1] + lam[2] >= lam[0] - slack)
     tri = tri & (lam[0] + lam[2] >= lam[1] - slack)
     return ~(finite & sym & pd & tri)
@@ -107,7 +108,8 @@ class Body(eqx.Module):
         mass: kg, > 0.
         com: ``p_{B_i C_i}``, the centre of mass in ``B_i`` coordinates, m.
         inertia: ``I_{C_i}``, inertia about the COM in axes parallel to ``B_i``, kg m^2;
-            symmetric positive definite and physically realisable (triangle inequalities).
+            symmetric positive semidefinite (zero: a point mass) and physically realisable
+            (triangle inequalities).
     """
 
     name: str = eqx.field(static=True)
@@ -130,7 +132,7 @@ class Body(eqx.Module):
         self.inertia = _checked(
             inertia,
             _inertia_bad,
-            f"body {name!r}: inertia must be finite, symmetric, positive definite and satisfy the "
+            f"body {name!r}: inertia must be finite, symmetric, positive semidefinite and satisfy the "
             "triangle inequalities of its principal moments",
             (3, 3),
         )

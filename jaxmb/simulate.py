@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from . import projection
 from .dynamics import forward_dynamics
 from .model import Model
+from .projection import ConstrainedSystem
 
 __all__ = [
     "Reference",
@@ -33,6 +35,8 @@ __all__ = [
     "WindowedWrench",
     "Disturbance",
     "Trajectory",
+    "DriftCorrection",
+    "ProjectedSolver",
     "simulate",
 ]
 
@@ -132,9 +136,11 @@ class Trajectory(eqx.Module):
 
     Attributes:
         t: save times, s, shape (T,).
-        q, qd: plant coordinates and velocities, (T, n), SI units.
+        q, qd: plant coordinates and velocities, (T, n), SI units (for a `ConstrainedSystem`
+            its dependent coordinates, drift-corrected).
         u: control input Q_a, (T, n) (N m or N per coordinate).
-        q_d, qd_d: desired coordinates and velocities, (T, n).
+        q_d, qd_d: the reference and its velocity, (T, k): k = n for references in the plant's
+            coordinates, otherwise whatever the reference gives (e.g. a task of a PIDC).
         success: True where the solve succeeded (always True unless ``throw=False``).
         coordinate_names: the plant's minimal coordinates (static).
         num_steps: accepted solver steps.
@@ -144,8 +150,8 @@ class Trajectory(eqx.Module):
     q: Float[Array, "T n"]
     qd: Float[Array, "T n"]
     u: Float[Array, "T n"]
-    q_d: Float[Array, "T n"]
-    qd_d: Float[Array, "T n"]
+    q_d: Float[Array, "T k"]
+    qd_d: Float[Array, "T k"]
     success: Bool[Array, ""]
     num_steps: Array
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
@@ -153,6 +159,11 @@ class Trajectory(eqx.Module):
     @property
     def e(self) -> Float[Array, "T n"]:
         """Tracking error ``q - q_d`` (Dastranj & Mattila (2026) eq. (14))."""
+        if self.q_d.shape != self.q.shape:
+            raise ValueError(
+                f"Trajectory.e: the reference has shape {self.q_d.shape[1:]}, not the plant's "
+                f"{self.q.shape[1:]}; compare it with the task it describes instead"
+            )
         return self.q - self.q_d
 
 
@@ -164,8 +175,68 @@ _SOLVERS = {
 }
 
 
+class DriftCorrection(eqx.Module):
+    """Constraint drift correction for `ConstrainedSystem` plants (Aghili (2005) Section 6): after
+    every solver step, if ``max |Phi|`` or ``max |A qd|`` exceeds ``tol``, iterate eq. (39) at
+    most ``max_iter`` times and project the velocity (`jaxmb.projection.correct`)."""
+
+    tol: float = eqx.field(static=True, default=1e-12)
+    max_iter: int = eqx.field(static=True, default=8)
+
+
+_DEFAULT_CORRECTION = DriftCorrection()
+
+
+class ProjectedSolver(diffrax.AbstractWrappedSolver):
+    """A diffrax solver whose every step ends on the constraint manifold: ``y1`` of the wrapped
+    solver is drift-corrected (`jaxmb.projection.correct`) before it is accepted. The error
+    estimate is the wrapped solver's. A step after a correction re-evaluates its first stage
+    (``made_jump``), since first-same-as-last solvers would reuse the vector field at the
+    uncorrected point."""
+
+    solver: diffrax.AbstractSolver
+    system: ConstrainedSystem
+    correction: DriftCorrection
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return self.solver.interpolation_cls
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args), jnp.array(False)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        inner, corrected = solver_state
+        y1, y_error, dense_info, inner, result = self.solver.step(
+            terms, t0, t1, y0, args, inner, made_jump | corrected
+        )
+        q, qd, moved = self.correct(y1)
+        return (q, qd), y_error, dense_info, (inner, moved), result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+    def correct(self, y):
+        q, qd = y
+        c = self.correction
+        return projection.correct(self.system, q, qd, tol=c.tol, max_iter=c.max_iter)
+
+
 def simulate(
-    plant: Model,
+    plant: Model | ConstrainedSystem,
     controller: Callable,
     reference: Callable,
     q0: Float[ArrayLike, " n"],
@@ -181,11 +252,17 @@ def simulate(
     throw: bool = True,
     progress: bool = False,
     adjoint: diffrax.AbstractAdjoint | None = None,
+    correction: DriftCorrection | None = _DEFAULT_CORRECTION,
+    inertia: str = "nonsymmetric",
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
     Args:
-        plant: the simulated system (any jaxmb `Model`).
+        plant: the simulated system: a jaxmb `Model` (minimal coordinates), or a
+            `ConstrainedSystem` in dependent coordinates, integrated by Aghili (2005)'s
+            projection forward dynamics (`jaxmb.projection.forward_dynamics`). Then ``q0``,
+            ``qd0`` must satisfy the constraints (`jaxmb.projection.assemble`), and the saved
+            states are drift-corrected.
         controller: ``Q_a = controller(t, q, qd, (q_d, qd_d, qdd_d))``, a pure function or an
             equinox module (its array fields are differentiable leaves).
         reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`).
@@ -207,12 +284,25 @@ def simulate(
             ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
             ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: faster
             gradients for more memory (see scripts/bench_simulate.py).
+        correction: drift correction of a `ConstrainedSystem` plant after every step and at
+            the save times; None integrates eq. (25) alone, so the drift shows.
+        inertia: the constraint inertia matrix of a `ConstrainedSystem` plant
+            (`jaxmb.projection.INERTIA_FORMS`).
 
     Raises:
         ValueError: bad shapes or options, at trace time.
         RuntimeError (equinox): a failed solve, e.g. ``max_steps`` exhausted or a state outside
             the plant's coordinate map.
     """
+    constrained = isinstance(plant, ConstrainedSystem)
+    if not constrained and not isinstance(plant, Model):
+        raise ValueError(
+            f"simulate: plant must be a Model or a ConstrainedSystem, got {type(plant).__name__}"
+        )
+    if inertia not in projection.INERTIA_FORMS:
+        raise ValueError(
+            f"simulate: inertia must be one of {projection.INERTIA_FORMS}, got {inertia!r}"
+        )
     n = plant.n
     q0, qd0, ts = (
         jnp.asarray(q0, dtype=float),
@@ -241,12 +331,22 @@ def simulate(
         Q_a = controller(t, q, qd, desired)
         return Q_a, desired
 
+    def accelerations(q, qd, tau, wrenches):
+        if constrained:
+            return projection.forward_dynamics(plant, q, qd, tau, wrenches, inertia=inertia)
+        return forward_dynamics(plant, q, qd, tau, wrenches)
+
     def vector_field(t, y, args):
         del args
         q, qd = y
         Q_a, _ = loads(t, q, qd)
         tau = Q_a + dist.forces_at(t, n)
-        return qd, forward_dynamics(plant, q, qd, tau, dist.wrenches_at(t))
+        return qd, accelerations(q, qd, tau, dist.wrenches_at(t))
+
+    saveat = diffrax.SaveAt(ts=ts)
+    if constrained and correction is not None:
+        solver = ProjectedSolver(solver, plant, correction)
+        saveat = diffrax.SaveAt(ts=ts, fn=lambda t, y, args: solver.correct(y)[:2])
 
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
@@ -257,7 +357,7 @@ def simulate(
         t1=ts[-1],
         dt0=dt0,
         y0=(q0, qd0),
-        saveat=diffrax.SaveAt(ts=ts),
+        saveat=saveat,
         stepsize_controller=controller_,
         max_steps=max_steps,
         throw=throw,

@@ -13,9 +13,16 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..model import Body, CoordinateMap, Frame, Model, _checked
+from ..projection import ConstrainedSystem, PointCoincidence
 from ..spatial import rot_x
 
-__all__ = ["TriangleLoop", "series_parallel_3dof", "zeta_of_delta", "dzeta_ddelta"]
+__all__ = [
+    "TriangleLoop",
+    "series_parallel_3dof",
+    "series_parallel_3dof_dependent",
+    "zeta_of_delta",
+    "dzeta_ddelta",
+]
 
 # Table II and the spec
 L_LINK = 2.0  # m, link length L
@@ -70,16 +77,8 @@ class TriangleLoop(CoordinateMap):
         return jnp.stack([phi, theta, zeta, 0.5 * zeta, self.l0 + delta])
 
 
-def series_parallel_3dof(full: bool = False) -> Model:
-    """The 3-DoF series-parallel arm of the spec.
-
-    ``full=False``: the nominal three-body model the paper's controller uses.
-    ``full=True``: the plant, which adds the cylinder (frame K, body 4) and the piston with its
-    rod (frame P, body 5); augmented coordinates ``[phi, theta, zeta, alpha, s]`` with
-    ``alpha = zeta/2`` the cylinder angle and ``s = l0 + delta`` its length.
-
-    Frames: B1, F1, B2, F2, B3, F3 (tool), and with ``full`` K and P; COM frames C1..C5.
-    Gravity ``[0, 0, -9.81]`` in S (z up)."""
+def _tree(full: bool) -> tuple[list[Frame], list[Body], tuple[str, ...]]:
+    """Frames, bodies and augmented coordinate names of the spec's kinematic tree."""
     frames = [
         Frame("B1", "S", joint="revolute", axis=[0, 0, 1], coordinate="phi"),
         Frame("F1", "B1", rotation=rot_x(jnp.pi / 2), translation=[0, -0.075, 0.206]),
@@ -134,6 +133,20 @@ def series_parallel_3dof(full: bool = False) -> Model:
             ),
         ]
         augmented = ("phi", "theta", "zeta", "alpha", "s")
+    return frames, bodies, augmented
+
+
+def series_parallel_3dof(full: bool = False) -> Model:
+    """The 3-DoF series-parallel arm of the spec.
+
+    ``full=False``: the nominal three-body model the paper's controller uses.
+    ``full=True``: the plant, which adds the cylinder (frame K, body 4) and the piston with its
+    rod (frame P, body 5); augmented coordinates ``[phi, theta, zeta, alpha, s]`` with
+    ``alpha = zeta/2`` the cylinder angle and ``s = l0 + delta`` its length.
+
+    Frames: B1, F1, B2, F2, B3, F3 (tool), and with ``full`` K and P; COM frames C1..C5.
+    Gravity ``[0, 0, -9.81]`` in S (z up)."""
+    frames, bodies, augmented = _tree(full)
     return Model(
         frames,
         bodies,
@@ -141,3 +154,18 @@ def series_parallel_3dof(full: bool = False) -> Model:
         coordinate_map=TriangleLoop(full=full),
         augmented_names=augmented,
     )
+
+
+def series_parallel_3dof_dependent() -> ConstrainedSystem:
+    """The full arm in dependent coordinates ``q = [phi, theta, zeta, alpha, s]`` (Aghili (2005)'s
+    formulation): the open tree of the full model without the coordinate map, and the loop
+    closed at the cylinder's rod end B: P's origin coincides with ``[L0, 0, 0]`` of B3.
+
+    The closure is written in B2's axes, all three rows: the loop is planar, so the z row is
+    identically zero, a redundant constraint that the pseudo-inverse's relative tolerance drops
+    (rank 2, five coordinates, three degrees of freedom). The input ``f`` is
+    ``[tau_phi, tau_theta, 0, 0, f_delta]``: the cylinder force acts along s."""
+    frames, bodies, augmented = _tree(full=True)
+    model = Model(frames, bodies, gravity=[0.0, 0.0, -9.81], augmented_names=augmented)
+    closure = PointCoincidence("P", jnp.zeros(3), "B3", jnp.array([L0, 0.0, 0.0]), express_in="B2")
+    return ConstrainedSystem(model, closure)
