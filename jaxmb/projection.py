@@ -133,7 +133,7 @@ class ConstrainedSystem(eqx.Module):
     atol: float = eqx.field(static=True)
     rtol: float | None = eqx.field(static=True)
 
-    def __init__(self, model: Model, constraint: Callable, *, atol: float = ATOL, rtol=None):
+    def __init__(self, model, constraint, *, atol: float = ATOL, rtol=None):
         if not isinstance(model, Model):
             raise ValueError(
                 f"ConstrainedSystem: model must be a jaxmb Model, got {type(model).__name__}"
@@ -376,20 +376,44 @@ def lagrange_multipliers(
 
 
 def newton_projection(
-    residual: Callable, x: Array, *, tol: float, max_iter: int, atol: float = ATOL, rtol=None
+    residual: Callable,
+    x: Array,
+    *,
+    tol: float,
+    max_iter: int,
+    atol: float = ATOL,
+    rtol=None,
+    line_search: bool = False,
 ) -> tuple[Array, Array]:
     r"""$x_{k+1} = x_k - J^+ r(x_k)$ until $\|r\|_\infty \le$ ``tol`` (Aghili (2005) eq. (39)):
     each step is the minimum-norm correction of the linearised constraint.
 
     A fixed count of ``max_iter`` iterations, each skipped (`lax.cond`) once converged, so that
-    reverse-mode differentiation works (a ``while_loop`` would not). Returns ``(x, r(x))``."""
+    reverse-mode differentiation works (a ``while_loop`` would not). With ``line_search`` each
+    step is the best of the Newton step and the steepest-descent step of ``|r|^2/2``, each halved
+    up to 23 times, that decreases ``|r|``: this converges from far-away guesses and past points
+    where the Jacobian loses rank (assembly); drift correction starts next to the solution and
+    uses the plain iteration.
+    Returns ``(x, r(x))``."""
+    fractions = 0.5 ** jnp.arange(24.0)
 
     def body(_, x):
         r = residual(x)
 
         def step(x):
             J = jax.jacfwd(residual)(x)
-            return x - pinv(J, atol, rtol) @ r  # eq. (39)
+            dx = pinv(J, atol, rtol) @ r  # eq. (39)
+            if not line_search:
+                return x - dx
+            # Backtracking on |r|, over the Newton step and, where the Jacobian has lost rank and
+            # the Newton step no longer descends, the steepest-descent (Cauchy) step of |r|^2/2.
+            g = J.T @ r
+            Jg = J @ g
+            cauchy = g * (g @ g) / jnp.maximum(Jg @ Jg, jnp.finfo(r.dtype).tiny)
+            steps = jnp.concatenate([jnp.outer(fractions, dx), jnp.outer(fractions, cauchy)])
+            norms = jax.vmap(lambda d: jnp.linalg.norm(residual(x - d)))(steps)
+            k = jnp.argmin(norms)
+            return jnp.where(norms[k] < jnp.linalg.norm(r), x - steps[k], x)
 
         return jax.lax.cond(jnp.max(jnp.abs(r)) > tol, step, lambda x: x, x)
 
@@ -483,12 +507,19 @@ def assemble(
         return _phi(system, q0.at[idx_free].set(x))
 
     x, r = newton_projection(
-        residual, q0[idx_free], tol=tol, max_iter=max_iter, atol=system.atol, rtol=system.rtol
+        residual,
+        q0[idx_free],
+        tol=tol,
+        max_iter=max_iter,
+        atol=system.atol,
+        rtol=system.rtol,
+        line_search=True,
     )
-    last_step = pinv(jax.jacfwd(residual)(x), system.atol, system.rtol) @ r
     err = jnp.max(jnp.abs(r))
     q = q0.at[idx_free].set(x)
-    stalled = jnp.max(jnp.abs(last_step)) <= 1e-9 * (1.0 + jnp.max(jnp.abs(x)))
+    # a stationary point of |Phi|^2 / 2 with Phi != 0: the least-squares best, not an assembly
+    J = jax.jacfwd(residual)(x)
+    stalled = jnp.linalg.norm(J.T @ r) <= 1e-6 * (jnp.linalg.norm(J) + 1.0) * jnp.linalg.norm(r)
     fixed_desc = (
         ", ".join(f"{k}={float(v):.6g}" for k, v in fixed.items())
         if not any(isinstance(v, jax.core.Tracer) for v in fixed.values())

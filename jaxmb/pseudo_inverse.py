@@ -22,7 +22,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 __all__ = ["ATOL", "pinv", "rank"]
 
@@ -38,8 +38,9 @@ def _cutoff(s: Array, shape: tuple[int, int], atol: float, rtol: float | None) -
     return jnp.maximum(atol, rtol * s_max)
 
 
-def rank(a: Float[Array, "m n"], atol: float = ATOL, rtol: float | None = None) -> Array:
+def rank(a: Float[ArrayLike, "m n"], atol: float = ATOL, rtol: float | None = None) -> Array:
     """Number of singular values above ``max(atol, rtol * s_max)`` (the numerical rank `pinv` uses)."""
+    a = jnp.asarray(a)
     s = jnp.linalg.svd(a, compute_uv=False)
     return jnp.sum(s > _cutoff(s, a.shape, atol, rtol))
 
@@ -49,7 +50,7 @@ def _pinv(a, atol, rtol):
     u, s, vt = jnp.linalg.svd(a, full_matrices=False)
     keep = s > _cutoff(s, a.shape, atol, rtol)
     s_inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)  # double where: no 1/0 anywhere
-    return (vt.T * s_inv) @ u.T
+    return (vt.T * s_inv[None, :]) @ u.T
 
 
 @_pinv.defjvp
@@ -67,7 +68,7 @@ def _pinv_jvp(atol, rtol, primals, tangents):
 
 
 def pinv(
-    a: Float[Array, "m n"], atol: float = ATOL, rtol: float | None = None
+    a: Float[ArrayLike, "m n"], atol: float = ATOL, rtol: float | None = None
 ) -> Float[Array, "n m"]:
     r"""$A^+$ by the SVD, singular values $\le \max(\mathrm{atol}, \mathrm{rtol}\, s_{max})$ taken as zero.
 
@@ -77,6 +78,7 @@ def pinv(
         rtol: relative floor; default ``max(m, n) * eps`` of the dtype, so that round-off rows
             (e.g. a constraint that is identically zero up to 1e-17) count as rank-deficient.
     """
+    a = jnp.asarray(a)
     if a.ndim != 2:
         raise ValueError(f"pinv: expected a 2-D matrix, got shape {a.shape}")
     if not atol >= 0 or (rtol is not None and not rtol >= 0):

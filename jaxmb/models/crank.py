@@ -10,7 +10,7 @@ branch ``q2 = pi`` on which C stays at the origin.
 """
 
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from ..kinematics import frame_pose
 from ..model import Body, Frame, Model
@@ -28,11 +28,15 @@ class SliderConstraint(AbstractConstraint):
 
 
 def slider_crank(
-    m: float = 1.0, l: float = 1.0, g: float = 9.81, *, atol: float = ATOL
+    m: Float[ArrayLike, ""] = 1.0,
+    l: Float[ArrayLike, ""] = 1.0,
+    g: Float[ArrayLike, ""] = 9.81,
+    *,
+    atol: float = ATOL,
 ) -> ConstrainedSystem:
     """The Section 8 slider-crank: point masses ``m`` (kg) at the ends of two links of length
     ``l`` (m), gravity ``g`` (m/s^2) along -y; ``atol`` is the singular-value floor (eq. (70)'s
-    epsilon)."""
+    epsilon). ``m``, ``l``, ``g`` may be traced: gradients flow to them."""
     zero = jnp.zeros((3, 3))
     frames = [
         Frame("L1", joint="revolute", axis=[0, 0, 1], coordinate="q1"),
