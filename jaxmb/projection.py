@@ -276,8 +276,9 @@ def constraint_inertia(
     - ``"symmetric"``: $M'_c = PMP + (I-P)M(I-P)$, $C'_c = (I-2P)MC$ (eqs. (27)-(28));
       symmetric positive definite (Proposition 1), solved by Cholesky.
     - ``"gamma"``: $M''_c = PM + \gamma(I-P)$, $C''_c = \gamma C$ (eq. (29)); invertible for
-      any $\gamma > 0$ (Proposition 2). Default $\gamma = \|M\|_2$, the paper's suggestion; it
-      changes only conditioning, not the solution, so it carries no gradient.
+      any $\gamma > 0$ (Proposition 2). Default $\gamma = \|M\|_F$ (the paper suggests
+      $\gamma = \|M\|$; the Frobenius norm needs no eigenvalues); it changes only conditioning,
+      not the solution, so it carries no gradient.
     """
     M, P = terms.M, terms.P
     Q = jnp.eye(M.shape[0], dtype=M.dtype) - P
@@ -288,7 +289,7 @@ def constraint_inertia(
         return P @ M @ P + Q @ M @ Q, (Q - P) @ (M @ terms.Cqd)  # eq. (28), I - 2P = Q - P
     if inertia == "gamma":
         if gamma is None:
-            gamma = jax.lax.stop_gradient(jnp.linalg.eigvalsh(M)[-1])
+            gamma = jax.lax.stop_gradient(jnp.sqrt(jnp.sum(M * M)))
         return P @ M + gamma * Q, gamma * terms.Cqd  # eq. (29)
     raise ValueError(f"inertia: expected one of {INERTIA_FORMS}, got {inertia!r}")
 
@@ -323,7 +324,7 @@ def forward_dynamics(
         f: generalized input force (n,), default zero.
         wrenches: external wrenches ``{frame: [moment; force]}`` (part of ``h``).
         inertia: ``"nonsymmetric"`` (eq. 23), ``"symmetric"`` (eq. 28) or ``"gamma"`` (eq. 29).
-        gamma: the scalar of eq. (29), kg (default ``||M||_2``).
+        gamma: the scalar of eq. (29), in the units of M (default ``||M||_F``).
     """
     if inertia not in INERTIA_FORMS:
         raise ValueError(f"inertia: expected one of {INERTIA_FORMS}, got {inertia!r}")
