@@ -39,7 +39,9 @@ def test_accelerations_equal_minimal_model(inertia):
         qdd = jaxmb.forward_dynamics(MIN, q, qd, u)
         qhat, qhat_d, qhat_dd = to_dependent(q, qd, qdd)
         got = pj.forward_dynamics(DEP, qhat, qhat_d, to_input(u), inertia=inertia)
-        np.testing.assert_allclose(got, qhat_dd, rtol=1e-9, atol=1e-9 * float(jnp.abs(qhat_dd).max()))
+        np.testing.assert_allclose(
+            got, qhat_dd, rtol=1e-9, atol=1e-9 * float(jnp.abs(qhat_dd).max())
+        )
 
 
 def test_five_second_simulations_agree():

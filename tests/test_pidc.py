@@ -68,7 +68,9 @@ def test_minimum_norm_and_weighted_norm():
         norm = float(f @ (winv * f))
         for _ in range(5):
             z = A.T @ jnp.asarray(rng.normal(size=4))
-            np.testing.assert_allclose(pj.forward_dynamics(RPR, q, qd, f + z), qdd, rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(
+                pj.forward_dynamics(RPR, q, qd, f + z), qdd, rtol=1e-9, atol=1e-9
+            )
             assert float((f + z) @ (winv * (f + z))) >= norm * (1 - 1e-12)
         # first-order optimality: f is W^-1-orthogonal to R(A^T)
         np.testing.assert_allclose(A @ (winv * f), 0.0, atol=1e-9 * float(jnp.abs(f).max()))
@@ -77,13 +79,18 @@ def test_minimum_norm_and_weighted_norm():
 def test_passive_joints_get_no_input_and_the_motion_is_kept():
     q, qd, desired = state(3)
     full = ProjectedInverseDynamics(RPR, TASK, jnp.ones(3), jnp.ones(3))
-    passive = ProjectedInverseDynamics(RPR, TASK, jnp.ones(3), jnp.ones(3), actuated=planar_rpr.ACTUATED)
+    passive = ProjectedInverseDynamics(
+        RPR, TASK, jnp.ones(3), jnp.ones(3), actuated=planar_rpr.ACTUATED
+    )
     f_full = full(0.0, q, qd, desired)
     f, residual = passive.control(0.0, q, qd, desired)
     np.testing.assert_allclose(f[3:], 0.0, atol=1e-9)  # eq. (55)
     assert float(jnp.abs(f_full[3:]).max()) > 1.0  # the unrestricted law does load them
     np.testing.assert_allclose(
-        pj.forward_dynamics(RPR, q, qd, f), pj.forward_dynamics(RPR, q, qd, f_full), rtol=1e-9, atol=1e-9
+        pj.forward_dynamics(RPR, q, qd, f),
+        pj.forward_dynamics(RPR, q, qd, f_full),
+        rtol=1e-9,
+        atol=1e-9,
     )
     assert float(residual) < 1e-9
 

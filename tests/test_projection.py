@@ -154,7 +154,9 @@ def test_assemble_errors():
     with pytest.raises(ValueError, match="no convergence in 1 iterations"):
         pj.assemble(ARM, {"phi": 0.0, "theta": 0.3, "s": 0.5}, {"zeta": -1.0}, max_iter=1)
     q = pj.assemble(ARM, {"phi": 0.1, "theta": 0.3, "s": 0.5}, {"zeta": -1.0, "alpha": -0.5})
-    np.testing.assert_allclose(q, jaxmb.augmented_coordinates(ARM_MIN, jnp.array([0.1, 0.3, 0.075])), atol=1e-10)
+    np.testing.assert_allclose(
+        q, jaxmb.augmented_coordinates(ARM_MIN, jnp.array([0.1, 0.3, 0.075])), atol=1e-10
+    )
 
 
 def test_constrained_system_errors():
@@ -186,5 +188,7 @@ def test_vmap_jit_and_gradients():
     d = 1e-6
     fd_mass = (loss(1.0 + d, q[0]) - loss(1.0 - d, q[0])) / (2 * d)
     np.testing.assert_allclose(g_mass, fd_mass, rtol=1e-6)
-    fd_q = [(loss(1.0, q[0].at[i].add(d)) - loss(1.0, q[0].at[i].add(-d))) / (2 * d) for i in range(5)]
+    fd_q = [
+        (loss(1.0, q[0].at[i].add(d)) - loss(1.0, q[0].at[i].add(-d))) / (2 * d) for i in range(5)
+    ]
     np.testing.assert_allclose(g_q, fd_q, rtol=1e-5, atol=1e-6 * float(jnp.abs(g_q).max()))

@@ -31,7 +31,9 @@ def eq50(q):
 
 def eq51(q):
     t1, t7, x2 = q[0], q[3], q[4]
-    return np.array([x2 * np.cos(t1) + G7 * np.cos(t7 + BETA), x2 * np.sin(t1) + G7 * np.sin(t7 + BETA), t7])
+    return np.array(
+        [x2 * np.cos(t1) + G7 * np.cos(t7 + BETA), x2 * np.sin(t1) + G7 * np.sin(t7 + BETA), t7]
+    )
 
 
 def assemble_initial():
@@ -44,7 +46,9 @@ def test_model_matches_eqs_50_51():
     rng = np.random.default_rng(0)
     for q in rng.uniform([-3, -3, -3, -3, 0.3, 0.3, 0.3], [3, 3, 3, 3, 2, 2, 2], (5, 7)):
         np.testing.assert_allclose(pj.constraint_residual(SYSTEM, q), eq50(q), atol=1e-12)
-        np.testing.assert_allclose(planar_rpr.end_effector(SYSTEM, jnp.asarray(q)), eq51(q), atol=1e-12)
+        np.testing.assert_allclose(
+            planar_rpr.end_effector(SYSTEM, jnp.asarray(q)), eq51(q), atol=1e-12
+        )
 
 
 def test_loop_closure_gives_the_printed_initial_values():
@@ -74,16 +78,20 @@ def test_pidc_tracks_the_cycloidal_deployment():
         SYSTEM, task, G_P=jnp.full(3, w * w), G_D=jnp.full(3, 2 * w), actuated=planar_rpr.ACTUATED
     )
     ts = jnp.linspace(0.0, 2.0, 101)
-    traj = simulate(SYSTEM, ctrl, planar_rpr.deployment_reference, assemble_initial(), jnp.zeros(7), ts)
+    traj = simulate(
+        SYSTEM, ctrl, planar_rpr.deployment_reference, assemble_initial(), jnp.zeros(7), ts
+    )
     e = traj.q_d - jax.vmap(task)(traj.q)
     closed = e[0][None, :] * ((1 + w * ts) * jnp.exp(-w * ts))[:, None]
     np.testing.assert_allclose(e, closed, atol=1e-8)
     assert float(jnp.abs(e[-1]).max()) < 1e-7  # at rest at (1.05 m, 0.80 m, 25 deg)
     np.testing.assert_allclose(traj.u[:, 3:], 0.0, atol=1e-9)  # passive joints get nothing
     assert float(jnp.abs(traj.u[:, :3]).max()) > 1.0
-    residual = jax.vmap(
-        lambda t, q, qd: ctrl.control(t, q, qd, desired_state(planar_rpr.deployment_reference, t))[1]
-    )(ts, traj.q, traj.qd)
+
+    def residual_at(t, q, qd):
+        return ctrl.control(t, q, qd, desired_state(planar_rpr.deployment_reference, t))[1]
+
+    residual = jax.vmap(residual_at)(ts, traj.q, traj.qd)
     assert float(residual.max()) < 1e-9  # eq. (64) holds along the run
     phi = jax.vmap(lambda q: pj.constraint_residual(SYSTEM, q))(traj.q)
     assert float(jnp.abs(phi).max()) < 1e-9
