@@ -13,8 +13,8 @@ Pinocchio on the arm's open augmented tree plus the map, done the textbook way i
 """
 
 import argparse
-import os
-import time
+
+from benchkit import best_of, pin_cores
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--states", type=int, default=100_000)
@@ -26,11 +26,7 @@ parser.add_argument(
 parser.add_argument("--systems", default="arm,chain7,chain30")
 args = parser.parse_args()
 
-os.sched_setaffinity(0, set(range(args.cores)))
-if args.cores == 1:
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-    ).strip()
+pin_cores(args.cores)
 
 import jax  # noqa: E402
 
@@ -43,16 +39,6 @@ import pinocchio as pin  # noqa: E402
 
 import jaxmb  # noqa: E402
 from jaxmb.models import random_tree_urdf  # noqa: E402
-
-
-def best_of(fn, repeats):
-    fn()  # warm-up (compilation)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def arm_urdf() -> str:

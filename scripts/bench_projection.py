@@ -11,8 +11,8 @@ The ratio projection / minimal above 1 means the projection route is slower.
 """
 
 import argparse
-import os
-import time
+
+from benchkit import best_of, pin_cores
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--states", type=int, default=10_000)
@@ -21,11 +21,7 @@ parser.add_argument("--repeats", type=int, default=5)
 parser.add_argument("--batch", type=int, default=512, help="states per vmapped chunk")
 args = parser.parse_args()
 
-os.sched_setaffinity(0, set(range(args.cores)))
-if args.cores == 1:
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-    ).strip()
+pin_cores(args.cores)
 
 import jax  # noqa: E402
 
@@ -36,17 +32,6 @@ import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
 from jaxmb import projection as pj  # noqa: E402
-
-
-def best_of(fn, repeats):
-    fn()  # warm-up (compilation)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
 
 MIN = jaxmb.models.series_parallel_3dof(full=True)
 DEP = jaxmb.models.series_parallel_3dof_dependent()
