@@ -348,8 +348,12 @@ def constraint_force(
     in $R(A^\top)$, so $P\mathcal F = 0$."""
     terms = projected_terms(system, q, qd, wrenches)
     f = jnp.zeros(system.n) if f is None else _vec(system, f, "f")
+    return _constraint_force(terms, f)
+
+
+def _constraint_force(terms: ProjectedTerms, f: Array) -> Array:
     g = f - terms.h
-    Q = jnp.eye(system.n, dtype=g.dtype) - terms.P
+    Q = jnp.eye(g.shape[0], dtype=g.dtype) - terms.P
     Mc, Ccqd = constraint_inertia(terms, "nonsymmetric")
     alpha_rhs = terms.M @ jnp.linalg.solve(Mc, terms.P @ g + Ccqd)  # alpha (f_par - h_par + Cc qd)
     return Q @ g - Q @ alpha_rhs  # eq. (32)
@@ -370,9 +374,10 @@ def lagrange_multipliers(
     - ``N = I - A A^+``: the projector onto $N(A^\top) = R(A)^\perp$, where the homogeneous part
       $\lambda_n$ lives. Every $\lambda = \lambda_p + N z$ gives the same force. ``N`` is zero
       iff A has full row rank: then, and only then, $\lambda$ is unique (Remark 4)."""
-    F = constraint_force(system, q, qd, f, wrenches)
-    A = constraint_jacobian(system, q)
-    A_pinv = _pinv(system, A)
+    terms = projected_terms(system, q, qd, wrenches)
+    f = jnp.zeros(system.n) if f is None else _vec(system, f, "f")
+    F = _constraint_force(terms, f)
+    A, A_pinv = terms.A, terms.A_pinv
     return A_pinv.T @ F, jnp.eye(system.m, dtype=A.dtype) - A @ A_pinv
 
 
