@@ -523,21 +523,15 @@ def assemble(
     )
     err = jnp.max(jnp.abs(r))
     q = q0.at[idx_free].set(x)
-    # a stationary point of |Phi|^2 / 2 with Phi != 0: the least-squares best, not an assembly
-    J = jax.jacfwd(residual)(x)
-    stalled = jnp.linalg.norm(J.T @ r) <= 1e-6 * (jnp.linalg.norm(J) + 1.0) * jnp.linalg.norm(r)
-    fixed_desc = (
-        ", ".join(f"{k}={float(v):.6g}" for k, v in fixed.items())
-        if not any(isinstance(v, jax.core.Tracer) for v in fixed.values())
-        else ", ".join(fixed)
-    )
     if isinstance(err, jax.core.Tracer):
-        q = eqx.error_if(
-            q, ~(err <= tol), f"assemble: no assembly within tol={tol} for {fixed_desc}"
-        )
-        return q
+        msg = f"assemble: no assembly within tol={tol} for fixed {list(fixed)}"
+        return eqx.error_if(q, ~(err <= tol), msg)
     if not np.isfinite(float(err)) or float(err) > tol:
+        fixed_desc = ", ".join(f"{k}={float(v):.6g}" for k, v in fixed.items())
         free_names = [names[i] for i in free]
+        # a stationary point of |Phi|^2 / 2 with Phi != 0: the least-squares best, not an assembly
+        J = jax.jacfwd(residual)(x)
+        stalled = jnp.linalg.norm(J.T @ r) <= 1e-6 * (jnp.linalg.norm(J) + 1.0) * jnp.linalg.norm(r)
         if bool(stalled) and np.isfinite(float(err)):
             raise ValueError(
                 f"assemble: the fixed values ({fixed_desc}) admit no assembly: the iteration "
