@@ -8,3 +8,4 @@ from .series_parallel import TriangleLoop as TriangleLoop
 from .series_parallel import series_parallel_3dof as series_parallel_3dof
 from .series_parallel import series_parallel_3dof_dependent as series_parallel_3dof_dependent
 from .urdf import load_urdf as load_urdf
+from .crane import lift_tilt_crane as lift_tilt_crane
