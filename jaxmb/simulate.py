@@ -26,6 +26,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 from . import projection
 from .dynamics import forward_dynamics
 from .model import Model
+from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "WindowedWrench",
     "Disturbance",
     "Trajectory",
+    "AbstractStatefulController",
+    "CommandTable",
     "DriftCorrection",
     "ProjectedSolver",
     "simulate",
@@ -144,6 +147,13 @@ class Trajectory(eqx.Module):
         success: True where the solve succeeded (always True unless ``throw=False``).
         coordinate_names: the plant's minimal coordinates (static).
         num_steps: accepted solver steps.
+        command_names: names of ``u``'s columns for a plant with actuators (``u_lift``, ...);
+            empty for a mechanical plant, whose ``u`` is Q_a in coordinate order.
+        signals: named (T,) series of a plant with actuators (``p_a_lift``, ``x_tilt``,
+            ``u_lift``, ...; `jaxmb.plant.HydraulicPlant.signals`), else None.
+        events: pressure-range and stroke-end events (`jaxmb.plant.limit_events`), else None.
+        controller_state: the controller's own integrated state at the save times (a pytree
+            with a leading T axis) for an `AbstractStatefulController`, else None.
     """
 
     t: Float[Array, " T"]
@@ -155,6 +165,22 @@ class Trajectory(eqx.Module):
     success: Bool[Array, ""]
     num_steps: Array
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    command_names: tuple[str, ...] = eqx.field(static=True, default=())
+    signals: dict | None = None
+    events: dict | None = None
+    controller_state: object = None
+
+    def signal(self, name: str) -> Array:
+        """A named series: a coordinate (``q1``), its velocity (``qd_q1``), a command or an
+        actuator signal (``p_a_lift``)."""
+        if name in self.coordinate_names:
+            return self.q[:, self.coordinate_names.index(name)]
+        if name.startswith("qd_") and name[3:] in self.coordinate_names:
+            return self.qd[:, self.coordinate_names.index(name[3:])]
+        if self.signals is not None and name in self.signals:
+            return self.signals[name]
+        have = list(self.coordinate_names) + list(self.signals or {})
+        raise ValueError(f"Trajectory.signal: unknown signal {name!r}; have {have}")
 
     @property
     def e(self) -> Float[Array, "T n"]:
@@ -165,6 +191,70 @@ class Trajectory(eqx.Module):
                 f"{self.q.shape[1:]}; compare it with the task it describes instead"
             )
         return self.q - self.q_d
+
+
+class AbstractStatefulController(eqx.Module):
+    r"""A controller with its own integrated state ``c`` (integral actions, filters,
+    observers), integrated by `simulate` together with the plant.
+
+    ``init(t0, y0, desired0) -> c0`` gives the initial state and
+    ``__call__(t, y, desired, c) -> (command, dc/dt)`` the command and the state's rate, with
+    ``y`` the plant state as a dict (``{"q", "qd"}`` for a mechanical plant, plus
+    ``"actuators"`` for an `AbstractPlant`) and ``desired = (q_d, qd_d, qdd_d)``."""
+
+    @abc.abstractmethod
+    def init(self, t0, y0: dict, desired0): ...
+
+    @abc.abstractmethod
+    def __call__(self, t, y: dict, desired, c): ...
+
+
+class CommandTable(eqx.Module):
+    """Open-loop commands given as a table: times ``t`` (T,), strictly increasing, and values
+    (T, m) named ``names``, linearly interpolated in between and held constant outside.
+
+    Used as the controller of a plant with actuators (``simulate(plant, CommandTable(...),
+    None, ...)``) to replay logged commands: the same code path as output-error
+    identification. Columns are matched to ``plant.command_names`` by name."""
+
+    t: Float[Array, " T"]
+    values: Float[Array, "T m"]
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(self, t, values, names):
+        t = np.asarray(t, dtype=float)
+        values = np.asarray(values, dtype=float)
+        names = tuple(names)
+        if t.ndim != 1 or t.shape[0] < 2:
+            raise ValueError(
+                f"CommandTable: t must be 1-D with at least 2 samples, got shape {t.shape}"
+            )
+        if not np.all(np.isfinite(t)) or not np.all(np.diff(t) > 0):
+            raise ValueError("CommandTable: t must be finite and strictly increasing")
+        if values.ndim == 1:
+            values = values[:, None]
+        if values.shape != (t.shape[0], len(names)):
+            raise ValueError(
+                f"CommandTable: values must have shape ({t.shape[0]}, {len(names)}) for "
+                f"{names}, got {values.shape}"
+            )
+        bad = [n for j, n in enumerate(names) if not np.all(np.isfinite(values[:, j]))]
+        if bad:
+            raise ValueError(f"CommandTable: column(s) {bad} hold NaN or inf")
+        self.t, self.values, self.names = jnp.asarray(t), jnp.asarray(values), names
+
+    def for_plant(self, plant) -> CommandTable:
+        """The table with its columns in ``plant.command_names`` order."""
+        want = plant.command_names
+        missing = [n for n in want if n not in self.names]
+        if missing:
+            raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
+        idx = [self.names.index(n) for n in want]
+        return CommandTable(np.asarray(self.t), np.asarray(self.values)[:, idx], want)
+
+    def __call__(self, t, y=None, desired=None):
+        del y, desired
+        return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
 
 
 _SOLVERS = {
@@ -223,6 +313,9 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, inner, result = self.solver.step(
             terms, t0, t1, y0, args, inner, made_jump | corrected
         )
+        if isinstance(y1[0], tuple):  # ((q, qd), controller state)
+            q, qd, moved = self.correct(y1[0])
+            return ((q, qd), y1[1]), y_error, dense_info, (inner, moved), result
         q, qd, moved = self.correct(y1)
         return (q, qd), y_error, dense_info, (inner, moved), result
 
@@ -236,9 +329,9 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
 
 
 def simulate(
-    plant: Model | ConstrainedSystem,
+    plant: Model | ConstrainedSystem | AbstractPlant,
     controller: Callable,
-    reference: Callable,
+    reference: Callable | None,
     q0: Float[ArrayLike, " n"],
     qd0: Float[ArrayLike, " n"],
     ts: Float[ArrayLike, " T"],
@@ -254,6 +347,7 @@ def simulate(
     adjoint: diffrax.AbstractAdjoint | None = None,
     correction: DriftCorrection | None = _DEFAULT_CORRECTION,
     inertia: str = "nonsymmetric",
+    actuator_state0: Mapping | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -262,10 +356,20 @@ def simulate(
             `ConstrainedSystem` in dependent coordinates, integrated by Aghili (2005)'s
             projection forward dynamics (`jaxmb.projection.forward_dynamics`). Then ``q0``,
             ``qd0`` must satisfy the constraints (`jaxmb.projection.assemble`), and the saved
-            states are drift-corrected.
-        controller: ``Q_a = controller(t, q, qd, (q_d, qd_d, qdd_d))``, a pure function or an
-            equinox module (its array fields are differentiable leaves).
-        reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`).
+            states are drift-corrected. Or a plant with actuator states
+            (`jaxmb.plant.AbstractPlant`, e.g. `jaxmb.plant.HydraulicPlant`): its state
+            ``{"q", "qd", "actuators"}`` starts from ``actuator_state0`` or, by default, from
+            the plant's ``initial_state(q0, qd0)`` (for a hydraulic plant the pressures that
+            hold it at rest at ``q0``); the trajectory then carries named ``signals`` and
+            ``events``.
+        controller: for a mechanical plant ``Q_a = controller(t, q, qd, (q_d, qd_d, qdd_d))``;
+            for a plant with actuators ``command = controller(t, y, desired)`` with ``y`` the
+            state dict and the command ordered as ``plant.command_names``. A pure function
+            or an equinox module (its array fields are differentiable leaves). An
+            `AbstractStatefulController` carries its own state, integrated with the plant's;
+            a `CommandTable` replays logged commands open loop.
+        reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`). None for an
+            open-loop replay (``desired`` is then three empty arrays).
         disturbance: external wrenches and generalized forces on the plant.
         solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
             order: cheaper when steps are stability-limited, as with a thin boundary layer
@@ -279,7 +383,7 @@ def simulate(
         max_steps: solver step budget; exhausting it is an error.
         throw: raise (through `equinox.error_if`) when the solve fails; with ``False`` the
             trajectory's ``success`` is False instead (for batched studies).
-        progress: print a text progress meter (not under vmap).
+        progress: show a progress bar that updates in place (tqdm; not under vmap).
         adjoint: how reverse mode differentiates the solve; default diffrax's
             ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
             ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: faster
@@ -288,16 +392,20 @@ def simulate(
             the save times; None integrates eq. (25) alone, so the drift shows.
         inertia: the constraint inertia matrix of a `ConstrainedSystem` plant
             (`jaxmb.projection.INERTIA_FORMS`).
+        actuator_state0: initial actuator states ``{name: {"p_a": ..., "p_b": ...}}`` of a
+            plant with actuators.
 
     Raises:
         ValueError: bad shapes or options, at trace time.
         RuntimeError (equinox): a failed solve, e.g. ``max_steps`` exhausted or a state outside
             the plant's coordinate map.
     """
+    actuated = isinstance(plant, AbstractPlant)
     constrained = isinstance(plant, ConstrainedSystem)
-    if not constrained and not isinstance(plant, Model):
+    if not constrained and not actuated and not isinstance(plant, Model):
         raise ValueError(
-            f"simulate: plant must be a Model or a ConstrainedSystem, got {type(plant).__name__}"
+            "simulate: plant must be a Model, a ConstrainedSystem or an AbstractPlant, got "
+            f"{type(plant).__name__}"
         )
     if inertia not in projection.INERTIA_FORMS:
         raise ValueError(
@@ -324,10 +432,51 @@ def simulate(
         solver = _SOLVERS[solver]()
     if max_steps < 1:
         raise ValueError(f"simulate: max_steps must be >= 1, got {max_steps}")
+    if actuator_state0 is not None and not actuated:
+        raise ValueError("simulate: actuator_state0 is only for plants with actuators")
+    if isinstance(controller, CommandTable) and actuated:
+        controller = controller.for_plant(plant)
     dist = disturbance if disturbance is not None else Disturbance()
+    stateful = isinstance(controller, AbstractStatefulController)
+    if reference is None:
+
+        def desired_at(t):
+            z = jnp.zeros((0,), dtype=ts.dtype)
+            return z, z, z
+
+    else:
+
+        def desired_at(t):
+            return desired_state(reference, t)
+
+    jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
+    controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
+    meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
+    adjoint = adjoint or diffrax.RecursiveCheckpointAdjoint()
+
+    if actuated or stateful:
+        return _simulate_with_states(
+            plant,
+            controller,
+            desired_at,
+            q0,
+            qd0,
+            ts,
+            dist,
+            solver,
+            controller_,
+            dt0=dt0,
+            max_steps=max_steps,
+            throw=throw,
+            meter=meter,
+            adjoint=adjoint,
+            correction=correction,
+            inertia=inertia,
+            actuator_state0=actuator_state0,
+        )
 
     def loads(t, q, qd):
-        desired = desired_state(reference, t)
+        desired = desired_at(t)
         Q_a = controller(t, q, qd, desired)
         return Q_a, desired
 
@@ -348,8 +497,6 @@ def simulate(
         solver = ProjectedSolver(solver, plant, correction)
         saveat = diffrax.SaveAt(ts=ts, fn=lambda t, y, args: solver.correct(y)[:2])
 
-    jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
-    controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         solver,
@@ -361,8 +508,8 @@ def simulate(
         stepsize_controller=controller_,
         max_steps=max_steps,
         throw=throw,
-        progress_meter=diffrax.TextProgressMeter() if progress else diffrax.NoProgressMeter(),
-        adjoint=adjoint or diffrax.RecursiveCheckpointAdjoint(),
+        progress_meter=meter,
+        adjoint=adjoint,
     )
     q, qd = sol.ys
     # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there and
@@ -382,4 +529,146 @@ def simulate(
         success=sol.result == diffrax.RESULTS.successful,
         num_steps=sol.stats["num_accepted_steps"],
         coordinate_names=plant.coordinate_names,
+    )
+
+
+def _simulate_with_states(
+    plant,
+    controller,
+    desired_at,
+    q0,
+    qd0,
+    ts,
+    dist,
+    solver,
+    step_controller,
+    *,
+    dt0,
+    max_steps,
+    throw,
+    meter,
+    adjoint,
+    correction,
+    inertia,
+    actuator_state0,
+):
+    """`simulate` for a plant with actuator states and/or a controller with its own state.
+
+    The ODE state is ``(plant state, controller state)``: the plant state is the
+    `AbstractPlant`'s dict, or ``(q, qd)`` for a mechanical plant; the controller state is
+    an empty array for a memoryless controller (diffrax's stage buffers need array leaves)."""
+    actuated = isinstance(plant, AbstractPlant)
+    constrained = isinstance(plant, ConstrainedSystem)
+    stateful = isinstance(controller, AbstractStatefulController)
+    n = plant.n
+
+    def as_dict(yp):
+        return yp if actuated else {"q": yp[0], "qd": yp[1]}
+
+    def command_at(t, yp, c):
+        desired = desired_at(t)
+        if stateful:
+            u, dc = controller(t, as_dict(yp), desired, c)
+        elif actuated:
+            u, dc = controller(t, yp, desired), c
+        else:
+            u, dc = controller(t, yp[0], yp[1], desired), c
+        return jnp.asarray(u), dc, desired
+
+    if actuated:
+        yp0 = plant.initial_state(q0, qd0, actuator_state0)
+    else:
+        yp0 = (q0, qd0)
+    c0 = controller.init(ts[0], as_dict(yp0), desired_at(ts[0])) if stateful else jnp.zeros(0)
+    # integrate the plant state in scaled units (pressures in bar, ...): one pair of
+    # tolerances then fits every entry
+    scale = plant.state_scale(yp0) if actuated else jax.tree.map(jnp.ones_like, yp0)
+    scale = jax.lax.stop_gradient(scale)
+    u0 = jax.eval_shape(lambda: command_at(ts[0], yp0, c0)[0])
+    m = len(plant.command_names) if actuated else n
+    if u0.shape != (m,):
+        what = (
+            f"commands {plant.command_names}" if actuated else f"Q_a for {plant.coordinate_names}"
+        )
+        raise ValueError(
+            f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
+        )
+
+    def vector_field(t, y, args):
+        del args
+        yp, c = y
+        yp = jax.tree.map(jnp.multiply, yp, scale)
+        u, dc, _ = command_at(t, yp, c)
+        forces = dist.forces_at(t, n)
+        wrenches = dist.wrenches_at(t)
+        if actuated:
+            dyp = plant.vector_field(t, yp, u, wrenches, forces)
+        else:
+            q, qd = yp
+            tau = u + forces
+            if constrained:
+                qdd = projection.forward_dynamics(plant, q, qd, tau, wrenches, inertia=inertia)
+            else:
+                qdd = forward_dynamics(plant, q, qd, tau, wrenches)
+            dyp = (qd, qdd)
+        return jax.tree.map(jnp.divide, dyp, scale), dc
+
+    saveat = diffrax.SaveAt(ts=ts)
+    if constrained and correction is not None:
+        solver = ProjectedSolver(solver, plant, correction)
+
+        def corrected(t, y, args):
+            (q, qd), c = y  # a mechanical plant: scale 1
+            return solver.correct((q, qd))[:2], c
+
+        saveat = diffrax.SaveAt(ts=ts, fn=corrected)
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=dt0,
+        y0=(jax.tree.map(jnp.divide, yp0, scale), c0),
+        saveat=saveat,
+        stepsize_controller=step_controller,
+        max_steps=max_steps,
+        throw=throw,
+        progress_meter=meter,
+        adjoint=adjoint,
+    )
+    yp, c = sol.ys
+    yp = jax.tree.map(jnp.multiply, yp, scale)
+    yd = as_dict(yp)
+    # rows after a failed solve (throw=False) hold inf: NaN their outputs (success is False)
+    finite = jax.tree.map(lambda x: jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1), (yp, c))
+    ok = jnp.stack(jax.tree.leaves(finite)).all(axis=0)
+
+    def safe(x, x0):
+        return jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, x0)
+
+    yp_eval = jax.tree.map(safe, yp, jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), yp0))
+    c_eval = jax.tree.map(safe, c, c0) if stateful else c
+    u, _, (q_d, qd_d, _) = jax.vmap(command_at)(sol.ts, yp_eval, c_eval)
+    u = jnp.where(ok[:, None], u, jnp.nan)
+    signals = events = None
+    if actuated:
+        signals = jax.vmap(plant.signals)(yp_eval, u)
+        signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
+        if isinstance(plant, HydraulicPlant):
+            events = limit_events(plant, sol.ts, signals)
+    return Trajectory(
+        t=sol.ts,
+        q=yd["q"],
+        qd=yd["qd"],
+        u=u,
+        q_d=q_d,
+        qd_d=qd_d,
+        success=sol.result == diffrax.RESULTS.successful,
+        num_steps=sol.stats["num_accepted_steps"],
+        coordinate_names=plant.coordinate_names,
+        command_names=plant.command_names if actuated else (),
+        signals=signals,
+        events=events,
+        controller_state=c if stateful else None,
     )

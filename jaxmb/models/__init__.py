@@ -1,5 +1,7 @@
 """The systems of the papers and of the project's specs, plus URDF import and random trees."""
 
+from .crane import lift_tilt_crane as lift_tilt_crane
+from .crane import lift_tilt_crane_plant as lift_tilt_crane_plant
 from .crank import slider_crank as slider_crank
 from .planar_rpr import rpr3 as rpr3
 from .random_tree import random_tree_urdf as random_tree_urdf
@@ -8,4 +10,3 @@ from .series_parallel import TriangleLoop as TriangleLoop
 from .series_parallel import series_parallel_3dof as series_parallel_3dof
 from .series_parallel import series_parallel_3dof_dependent as series_parallel_3dof_dependent
 from .urdf import load_urdf as load_urdf
-from .crane import lift_tilt_crane as lift_tilt_crane

@@ -21,7 +21,14 @@ from jaxtyping import Array, Float
 from ..model import Body, CoordinateMap, Frame, Model, _checked
 from ..spatial import rot_z
 
-__all__ = ["CraneLoops", "lift_tilt_crane", "WAYPOINTS", "GEOMETRY", "CYLINDERS"]
+__all__ = [
+    "CraneLoops",
+    "lift_tilt_crane",
+    "lift_tilt_crane_plant",
+    "WAYPOINTS",
+    "GEOMETRY",
+    "CYLINDERS",
+]
 
 # --- shared/specs/lift_tilt_crane.md, "Frames and conventions" ---
 O1 = (-0.09, 1.4261, 0.0)  # lift joint in W
@@ -160,7 +167,9 @@ def lift_tilt_crane(full: bool = False, *, payload: float = 0.0) -> Model:
                 axis=[0, 0, 1],
                 coordinate=coord_a,
             ),
-            Frame(f"{name}_rod", f"{name}_tube", joint="prismatic", axis=[1, 0, 0], coordinate=coord_s),
+            Frame(
+                f"{name}_rod", f"{name}_tube", joint="prismatic", axis=[1, 0, 0], coordinate=coord_s
+            ),
         ]
         m_t, c_t, l_t = TUBE
         m_r, c_r, l_r = ROD
@@ -175,3 +184,73 @@ def lift_tilt_crane(full: bool = False, *, payload: float = 0.0) -> Model:
         coordinate_map=CraneLoops(),
         augmented_names=("q1", "q2", "alpha_lift", "s_lift", "alpha_tilt", "s_tilt"),
     )
+
+
+# "Cylinders" (hydraulics): bore 100 mm, rod 56 mm, dead volume, bulk modulus, pressures, valves
+AREA_A = 7.853982e-3  # m^2
+AREA_B = 5.390973e-3  # m^2
+DEAD_VOLUME = 1.9e-4  # m^3 per chamber
+BETA = 1.0e9  # Pa
+P_SUPPLY = 185e5  # Pa
+P_RETURN = 10e5  # Pa
+VALVE_RATING = {"lift": (40e-3 / 60, 35e5), "tilt": (100e-3 / 60, 35e5)}  # (m^3/s, Pa) per notch
+FRICTION = {"F_c": 210.0, "F_s": 300.0, "v_s": 5e-3, "sigma": 330.0, "v_eps": 1e-3}
+# LuGre with the same Coulomb/static/viscous levels; bristle stiffness and damping are this
+# project's choice (the spec gives the static curve only): sigma0 1e6 N/m, sigma1 ~ critical
+LUGRE = {"sigma0": 1e6, "sigma1": 2e3, "sigma2": 330.0, "F_c": 210.0, "F_s": 300.0, "v_s": 5e-3}
+
+
+def lift_tilt_crane_plant(
+    full: bool = True,
+    *,
+    payload: float = 0.0,
+    friction: str = "stribeck",
+    spool: str = "none",
+    beta=BETA,
+    **valve_options,
+):
+    """The spec's crane with its hydraulics: a `jaxmb.plant.HydraulicPlant` with actuators
+    ``lift`` and ``tilt`` (commands ``u_lift``, ``u_tilt`` in V; signals ``p_a_lift``, ...,
+    ``x_tilt``).
+
+    Args:
+        full: mechanics with the cylinder bodies (the plant) or without (a model's view).
+        payload: point mass at the tool, kg.
+        friction: ``"stribeck"`` (the spec's smooth law), ``"lugre"`` (same levels, with a
+            bristle state) or ``"none"``.
+        spool: valve spool lag, ``"none"``, ``"first"`` or ``"second"`` (`jaxmb.hydraulics.Valve`).
+        beta: effective bulk modulus, Pa.
+        valve_options: passed to `Valve.from_datasheet` (``dp_width``, ``tau``, ...).
+
+    Valves: flow coefficients from the datasheet rating (NG6 40 l/min and NG10 100 l/min at
+    35 bar per notch at 10 V), lift ``3.563483e-8``, tilt ``8.908708e-8`` m^3 s^-1 V^-1 Pa^-1/2."""
+    from ..hydraulics import (
+        Cylinder,
+        CylinderMount,
+        HydraulicActuator,
+        LuGreFriction,
+        StribeckFriction,
+        Valve,
+    )
+    from ..plant import HydraulicPlant
+
+    if friction not in ("stribeck", "lugre", "none"):
+        raise ValueError(
+            f"lift_tilt_crane_plant: friction must be 'stribeck', 'lugre' or 'none', got {friction!r}"
+        )
+    model = lift_tilt_crane(full=full, payload=payload)
+    actuators = []
+    for name in ("lift", "tilt"):
+        c = CYLINDERS[name]
+        mount = CylinderMount(c["base"][0], c["base"][1], c["rod"][0], c["rod"][1], c["l_min"])
+        cyl = Cylinder(AREA_A, AREA_B, c["stroke"], DEAD_VOLUME, DEAD_VOLUME, beta)
+        valve = Valve.from_datasheet(
+            *VALVE_RATING[name], P_SUPPLY, P_RETURN, spool=spool, **valve_options
+        )
+        fr = {
+            "stribeck": lambda: StribeckFriction(**FRICTION),
+            "lugre": lambda: LuGreFriction(**LUGRE),
+            "none": lambda: None,
+        }[friction]()
+        actuators.append(HydraulicActuator(name, mount, cyl, valve, fr))
+    return HydraulicPlant(model, actuators)
