@@ -19,3 +19,5 @@ from .robust import sat as sat
 from .scenario import PAPER_RMSE as PAPER_RMSE
 from .scenario import Scenario as Scenario
 from .scenario import section_iv as section_iv
+from .vdc_control import VDCController as VDCController
+from .vdc_control import virtual_stability as virtual_stability

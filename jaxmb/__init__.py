@@ -4,9 +4,12 @@ Pure functions over immutable `Model` pytrees: jit, vmap and grad compose with a
 Twists are [omega; v], wrenches [moment; force]; the equation of motion is
 ``Gamma(q) qdd + h(q, qd) = Q_e + Q_a`` (Dastranj & Mattila (2026) eq. (13))."""
 
+from . import hydraulics as hydraulics
 from . import models as models
+from . import plant as plant
 from . import projection as projection
 from . import spatial as spatial
+from . import vdc as vdc
 from .dynamics import bias_forces as bias_forces
 from .dynamics import body_mass_matrices as body_mass_matrices
 from .dynamics import coriolis_matrix as coriolis_matrix

@@ -32,6 +32,7 @@ from .projection import ConstrainedSystem
 __all__ = [
     "Reference",
     "SinusoidReference",
+    "QuinticWaypoints",
     "desired_state",
     "WindowedWrench",
     "Disturbance",
@@ -78,6 +79,54 @@ class SinusoidReference(Reference):
 
     def __call__(self, t):
         return self.offset + self.amplitude * jnp.sin(2 * jnp.pi * t / self.period + self.phase)
+
+
+class QuinticWaypoints(Reference):
+    r"""Rest-to-rest quintic segments through waypoints, then a hold at the last one:
+
+    $q(t) = q_k + (q_{k+1} - q_k)(10 s^3 - 15 s^4 + 6 s^5)$, $s = (t - t_k) / T$,
+
+    each segment lasting ``segment_time`` T (s), from ``t_start``; before ``t_start`` the
+    reference rests at the first waypoint, after the last segment at the last one. Velocity
+    and acceleration are zero at every waypoint, so the reference is C^2 (jerk jumps there:
+    ``jump_times`` lists the instants for the step-size controller).
+
+    Attributes:
+        waypoints: (k, n) joint-space waypoints, visited in order (SI units).
+        segment_time: duration of each segment, s.
+        t_start: start of the first segment, s."""
+
+    waypoints: Float[Array, "k n"]
+    segment_time: float = eqx.field(static=True)
+    t_start: float = eqx.field(static=True)
+
+    def __init__(self, waypoints, segment_time: float, t_start: float = 0.0):
+        w = np.asarray(waypoints, dtype=float)
+        if w.ndim != 2 or w.shape[0] < 2 or not np.all(np.isfinite(w)):
+            raise ValueError(
+                f"QuinticWaypoints: waypoints must be a finite (k >= 2, n) array, got shape {w.shape}"
+            )
+        if not segment_time > 0:
+            raise ValueError(f"QuinticWaypoints: segment_time must be > 0, got {segment_time}")
+        self.waypoints = jnp.asarray(w)
+        self.segment_time, self.t_start = float(segment_time), float(t_start)
+
+    @property
+    def t_end(self) -> float:
+        """End of the last segment, s."""
+        return self.t_start + self.segment_time * (self.waypoints.shape[0] - 1)
+
+    @property
+    def jump_times(self) -> tuple[float, ...]:
+        return tuple(self.t_start + k * self.segment_time for k in range(self.waypoints.shape[0]))
+
+    def __call__(self, t):
+        k_last = self.waypoints.shape[0] - 2
+        tau = (t - self.t_start) / self.segment_time
+        k = jnp.clip(jnp.floor(tau), 0, k_last).astype(int)
+        s = jnp.clip(tau - k, 0.0, 1.0)
+        blend = s**3 * (10 - 15 * s + 6 * s**2)
+        return self.waypoints[k] + (self.waypoints[k + 1] - self.waypoints[k]) * blend
 
 
 def desired_state(reference: Callable, t) -> tuple[Array, Array, Array]:

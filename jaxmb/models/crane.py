@@ -25,6 +25,7 @@ __all__ = [
     "CraneLoops",
     "lift_tilt_crane",
     "lift_tilt_crane_plant",
+    "abcd_reference",
     "WAYPOINTS",
     "GEOMETRY",
     "CYLINDERS",
@@ -70,6 +71,18 @@ GEOMETRY = {"O1": O1, "O2": O2, "tool": TOOL}
 
 # "The A-B-C-D task": joint-space waypoints (q1, q2), rad
 WAYPOINTS = {"A": (0.15, -0.45), "B": (0.95, -0.45), "C": (0.95, 0.25), "D": (0.15, 0.25)}
+
+
+def abcd_reference():
+    """The spec's A-B-C-D task: two loops A-B-C-D-A of quintic rest-to-rest segments in joint
+    space, 2 s each (0-16 s), then holding A to 18 s (`jaxmb.simulate.QuinticWaypoints`)."""
+    from ..simulate import QuinticWaypoints
+
+    order = "ABCDABCDA"
+    return QuinticWaypoints([WAYPOINTS[k] for k in order], segment_time=2.0)
+
+
+T_FINAL_ABCD = 18.0  # s, the task's simulated time
 
 
 def _slender(mass: float, length: float) -> Array:

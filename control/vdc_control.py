@@ -1,0 +1,223 @@
+r"""Virtual decomposition control of valve-driven hydraulic manipulators (Petrovic & Mattila
+(2022) Sections 4-6, eqs. (36), (8), (76), (90)-(91)), and its virtual-stability check
+(eqs. (95)-(99)).
+
+Per cylinder j, with the required joint velocities ``qd_r = qd_d + lambda (q_d - q)``
+(eq. (36)):
+
+- the required actuator force ``f_cjr`` by the VDC recursion (`jaxmb.vdc.required_forces`:
+  required velocities eqs. (38)-(45), required net forces eq. (8) with ``K_A``, eq. (76)), plus
+  the cylinder friction the controller's model predicts at the measured piston velocity, gives
+  the required piston force ``f_pjr = f_cjr + f_f(xdot)`` (eq. (78));
+- the required voltage-related term (eq. (90), written for chambers with dead volumes):
+
+      u_fr = fdot_pr / beta + (A_a^2 / V_a + A_b^2 / V_b) xdot + k_x (xdot_r - xdot) + k_f (f_pr - f_p)
+
+  where ``f_p = A_a p_a - A_b p_b`` (eq. (79)) is measured through the chamber pressures;
+- the valve voltage inverts the flow model (eq. (91)):
+
+      u = u_fr / (A_a c_pa v(p_s - p_a) / V_a + A_b c_bn v(p_b - p_r) / V_b)   if u_fr > 0
+      u = u_fr / (A_a c_an v(p_a - p_r) / V_a + A_b c_pb v(p_s - p_b) / V_b)   otherwise.
+
+Departure from the paper, stated: its eqs. (80)-(81), (86)-(91) take chamber volumes
+``V_a = A_a x`` and ``V_b = A_b (s - x)``. The spec's chambers have dead volumes ``V0``, so
+``u_f = A_a Q_a / V_a - A_b Q_b / V_b``, which is eq. (86) when ``V0 = 0`` (``A_a / V_a =
+1 / x``); with it ``fdot_p = beta (u_f - (A_a^2/V_a + A_b^2/V_b) xdot)`` is eq. (87) exactly.
+
+``fdot_pr``, the time derivative of the required piston force, is a forward-mode derivative
+(`jax.jvp`) of the whole required-force computation along ``(t, q, qd)`` with the measured
+``qd`` and the acceleration the controller's model predicts under the measured pressures
+(full-state feedback makes it available; with a perfect model it is the plant's acceleration,
+which is what Appendix C's proof of eq. (99) needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from jaxmb.dynamics import forward_dynamics
+from jaxmb.hydraulics import signed_sqrt
+from jaxmb.model import _checked
+from jaxmb.plant import HydraulicPlant
+from jaxmb.simulate import desired_state
+from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
+
+__all__ = ["VDCController", "VDCTerms", "virtual_stability"]
+
+
+def _gain(name: str, x, shape):
+    x = jnp.asarray(x, dtype=float)
+    x = jnp.broadcast_to(x, shape) if x.ndim == 0 else x
+    return _checked(x, lambda v: ~(v > 0), f"VDCController.{name}: must be > 0", shape)
+
+
+class VDCTerms(eqx.Module):
+    """Intermediate quantities of one evaluation of `VDCController` (all (m,) per cylinder
+    unless noted), for reports and for the stability check."""
+
+    u: Array  # valve voltages before saturation, V
+    f_pr: Array  # required piston forces, N
+    fdot_pr: Array  # their time derivatives, N/s
+    f_p: Array  # measured piston forces A_a p_a - A_b p_b, N
+    xd: Array  # piston velocities, m/s
+    xd_r: Array  # required piston velocities, m/s
+    u_fr: Array  # required voltage-related terms (eq. (90)), m^2/s
+    v: Array  # (k,) accompanying functions v_A of the rigid bodies (eq. (96)), J
+    dV: Array  # (k, 6) V_r - V of the eq. (94) frames
+
+
+class VDCController(eqx.Module):
+    r"""The VDC valve-voltage law (see the module docstring) as a controller for
+    `jaxmb.simulate` on a `jaxmb.plant.HydraulicPlant`.
+
+    Attributes:
+        plant: the controller's model of the plant (mechanics, cylinders, valves, friction):
+            what it believes, not necessarily what is simulated.
+        chain: the VDC decomposition of ``plant.model`` (e.g. `jaxmb.vdc.crane_chain`); its
+            segment j is driven by ``plant.actuators[j]``.
+        reference: ``q_d(t)``, differentiated three times by autodiff (eq. (90) needs the
+            derivative of the required force, which holds ``qdd_d``).
+        lam: ``lambda_qj`` of eq. (36), 1/s, one per joint.
+        k_v: velocity-error gain of the rigid bodies, 1/s: ``K_A = k_v M_A + k_0 I`` (eq. (8)),
+            positive definite also for the massless virtual links.
+        k_0: the small isotropic part of ``K_A`` (N s/m and N m s units).
+        k_x: eq. (90)'s velocity-error gain, m, one per cylinder.
+        k_f: eq. (90)'s force-error gain, m^2 s^-1 N^-1, one per cylinder; the force error
+            decays at the rate ``beta k_f``.
+    """
+
+    plant: HydraulicPlant
+    chain: VDCChain
+    reference: Callable
+    lam: Float[Array, " n"]
+    k_v: Float[Array, ""]
+    k_0: Float[Array, ""]
+    k_x: Float[Array, " m"]
+    k_f: Float[Array, " m"]
+
+    def __init__(self, plant, chain, reference, *, lam=5.0, k_v=10.0, k_0=1.0, k_x=1e-3, k_f=1e-7):
+        if not isinstance(plant, HydraulicPlant):
+            raise ValueError(
+                f"VDCController: plant must be a HydraulicPlant, got {type(plant).__name__}"
+            )
+        if chain.n != len(plant.actuators) or chain.n != plant.n:
+            raise ValueError(
+                f"VDCController: the chain has {chain.n} segments; the plant has "
+                f"{len(plant.actuators)} cylinders and {plant.n} coordinates (one each expected)"
+            )
+        self.plant, self.chain, self.reference = plant, chain, reference
+        n, m = plant.n, len(plant.actuators)
+        self.lam = _gain("lam", lam, (n,))
+        self.k_v = _gain("k_v", k_v, ())
+        self.k_0 = _gain("k_0", k_0, ())
+        self.k_x = _gain("k_x", k_x, (m,))
+        self.k_f = _gain("k_f", k_f, (m,))
+
+    def body_gains(self) -> Array:
+        """``K_A = k_v M_A + k_0 I`` for the frames of eq. (94), (k, 6, 6)."""
+        Ms = jnp.stack([M_A(b) for _, b in chain_bodies(self.chain)])
+        return self.k_v * Ms + self.k_0 * jnp.eye(6)
+
+    def _required(self, t, q, qd):
+        """``(f_pr, xd_r, v, dV)`` at time t for the measured (q, qd)."""
+        q_d, qd_d, qdd_d = desired_state(self.reference, t)
+        qd_r = qd_d + self.lam * (q_d - q)  # eq. (36)
+        qdd_r = qdd_d + self.lam * (qd_d - qd)  # its time derivative
+        req = required_forces(self.chain, q, qd, qd_r, qdd_r, self.body_gains())  # eq. (76)
+        _, xd, J = self.plant.piston_kinematics(q, qd)
+        f_fric = jnp.stack(
+            [a.friction_force(xd[i], {}) for i, a in enumerate(self.plant.actuators)]
+        )
+        return (req.f_cr + f_fric, J @ qd_r), (req.v, req.dV)  # eq. (78)
+
+    def terms(self, t, y) -> VDCTerms:
+        """Evaluate the law at time t for the measured state dict ``y``."""
+        q, qd, act = y["q"], y["qd"], y["actuators"]
+        plant = self.plant
+        x, xd, J = plant.piston_kinematics(q, qd)
+        acts = plant.actuators
+        p_a = jnp.stack([act[a.name]["p_a"] for a in acts])
+        p_b = jnp.stack([act[a.name]["p_b"] for a in acts])
+        f_p = jnp.stack([a.cylinder.force(p_a[i], p_b[i]) for i, a in enumerate(acts)])
+        f_net = jnp.stack([a.force(xd[i], act[a.name]) for i, a in enumerate(acts)])
+        qdd_hat = forward_dynamics(plant.model, q, qd, J.T @ f_net)  # the model's acceleration
+
+        t = jnp.asarray(t, float)
+        # one pass: the tangents of (xd_r, v, dV) are unused and XLA drops them
+        (f_pr, xd_r), (fdot_pr, _), (v, dV) = jax.jvp(
+            self._required, (t, q, qd), (jnp.ones_like(t), qd, qdd_hat), has_aux=True
+        )
+        u_fr, u = [], []
+        for i, a in enumerate(acts):
+            c, val = a.cylinder, a.valve
+            V_a, V_b = c.volumes(x[i])
+            stiff = c.area_a**2 / V_a + c.area_b**2 / V_b
+            ufr = (
+                fdot_pr[i] / c.beta
+                + stiff * xd[i]
+                + self.k_x[i] * (xd_r[i] - xd[i])
+                + self.k_f[i] * (f_pr[i] - f_p[i])
+            )  # eq. (90), dead volumes
+            w = val.dp_width
+            g_pos = (
+                c.area_a * val.c_pa * signed_sqrt(val.p_s - p_a[i], w) / V_a
+                + c.area_b * val.c_bn * signed_sqrt(p_b[i] - val.p_r, w) / V_b
+            )
+            g_neg = (
+                c.area_a * val.c_an * signed_sqrt(p_a[i] - val.p_r, w) / V_a
+                + c.area_b * val.c_pb * signed_sqrt(val.p_s - p_b[i], w) / V_b
+            )
+            u.append(jnp.where(ufr > 0, ufr / g_pos, ufr / g_neg))  # eq. (91)
+            u_fr.append(ufr)
+        return VDCTerms(
+            u=jnp.stack(u),
+            f_pr=f_pr,
+            fdot_pr=fdot_pr,
+            f_p=f_p,
+            xd=xd,
+            xd_r=xd_r,
+            u_fr=jnp.stack(u_fr),
+            v=v,
+            dV=dV,
+        )
+
+    def __call__(self, t, y, desired=None):
+        del desired  # the law differentiates its own reference (it needs the third derivative)
+        return self.terms(t, y).u
+
+
+def virtual_stability(
+    controller: VDCController, plant: HydraulicPlant, t, y
+) -> tuple[Array, Array, Array]:
+    r"""``(v, vdot, bound)`` of Petrovic & Mattila (2022) Theorem 5 for the whole manipulator.
+
+    ``v = sum_A v_A + sum_j v_pj`` (eqs. (95)-(98): ``v_A = 1/2 (V_r - V)^T M_A (V_r - V)``,
+    ``v_pj = (f_pjr - f_pj)^2 / (2 beta k_xj)``); ``vdot`` is its exact time derivative along the
+    simulated plant's vector field under the controller's command (`jax.jvp`); ``bound`` is the
+    right side of eq. (99) summed over the segments,
+    ``-sum_A (V_r - V)^T K_A (V_r - V) - sum_j (k_fj / k_xj)(f_pjr - f_pj)^2``: the virtual power
+    flows of neighbouring segments cancel, the fixed base has none, and the tool is free.
+    Eq. (99) holds when ``vdot <= bound``; with a perfect model and unsaturated valves it holds
+    with equality."""
+    acts = controller.plant.actuators
+    u = controller(t, y)
+    ydot = plant.vector_field(t, y, u)
+
+    def value(t_, y_):
+        T = controller.terms(t_, y_)
+        beta = jnp.stack([a.cylinder.beta for a in acts])
+        v_p = (T.f_pr - T.f_p) ** 2 / (2 * beta * controller.k_x)  # eq. (97)
+        return jnp.sum(T.v) + jnp.sum(v_p)  # eq. (95)
+
+    t = jnp.asarray(t, float)
+    v, vdot = jax.jvp(value, (t, y), (jnp.ones_like(t), ydot))
+    T = controller.terms(t, y)
+    K = controller.body_gains()
+    mech = jnp.einsum("ki,kij,kj->", T.dV, K, T.dV)
+    hyd = jnp.sum(controller.k_f / controller.k_x * (T.f_pr - T.f_p) ** 2)
+    return v, vdot, -mech - hyd  # eq. (99)
