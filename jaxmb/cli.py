@@ -115,7 +115,87 @@ def _gain(text: str, name: str) -> list[float]:
     return np.broadcast_to(vals, (3,)).tolist()
 
 
+def crane_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine crane``: the VDC closed loop on the A-B-C-D task, or an
+    open-loop replay of a command table (``--commands``)."""
+    from pathlib import Path
+
+    out = Path(args.out)
+    _check_out(out)
+    t_final = 18.0 if args.t_final is None else args.t_final
+    if not t_final > 0 or not 0 < args.dt_save <= t_final:
+        raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
+    if not args.payload >= 0:
+        raise SystemExit(f"jaxmb: --payload: expected a mass >= 0 kg, got {args.payload}")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.control.crane_run import run_crane
+
+    if args.commands is not None:
+        from jaxmb.control.crane_report import read_commands
+
+        try:
+            table = read_commands(args.commands, ("u_lift", "u_tilt"))
+        except ValueError as err:
+            raise SystemExit(f"jaxmb: --commands: {err}") from None
+        what = f"open-loop replay of {args.commands}"
+    else:
+        table = None
+        what = "VDC closed loop on the A-B-C-D task"
+    print(
+        f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {args.payload:g} kg -> {out}/"
+    )
+    summary = run_crane(
+        out,
+        commands=table,
+        t_final=t_final,
+        dt_save=args.dt_save,
+        payload=args.payload,
+        progress=not args.quiet,
+        plots=not args.no_plots,
+    )
+    if "max_tool_position_error_m" in summary:
+        print(
+            f"max tool position error {summary['max_tool_position_error_m']:.4g} m, "
+            f"rho {summary['rho_s']:.4g} s, max joint errors "
+            + ", ".join(f"{k} {v:.3g} rad" for k, v in summary["max_joint_error_rad"].items())
+        )
+    print(
+        "valve saturation time: "
+        + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
+    )
+    hit = {k: v for k, v in summary["events"].items() if v["count"]}
+    for k, v in hit.items():
+        print(
+            f"warning: {k}: {int(v['count'])} time(s), first at t = {v['first_time']:.4g} s, {v['duration']:.3g} s in all"
+        )
+    if not summary["success"]:
+        print("warning: the solver failed; the series stop where it did")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _check_out(out) -> None:
+    """The output folder must be creatable and writable before anything is computed."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".jaxmb-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise SystemExit(
+            f"jaxmb: --out: cannot write to {str(out)!r}: {err.strerror or err}"
+        ) from None
+
+
 def simulate_cmd(args: argparse.Namespace) -> int:
+    if args.machine == "crane":
+        return crane_cmd(args)
+    if args.commands is not None or args.payload != 0.0:
+        raise SystemExit("jaxmb: --commands and --payload are for --machine crane")
+    if args.t_final is None:
+        args.t_final = 20.0
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -134,6 +214,7 @@ def simulate_cmd(args: argparse.Namespace) -> int:
         ctrl = RobustController(sc.nominal, **gains, form=args.form)
         sc = eqx.tree_at(lambda s: s.controller, sc, ctrl)
     out = Path(args.out)
+    _check_out(out)
     print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
     tr = run_scenario(sc, dt_save=args.dt_save, progress=not args.quiet)
     summary = write_report(sc, tr, out, plots=not args.no_plots)
@@ -175,10 +256,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="the full plant (adds cylinder, piston)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=state)
-    p = sub.add_parser("simulate", help="the Section IV closed-loop scenario, with a report")
-    p.add_argument("--out", default="out/section_iv", help="output folder")
-    p.add_argument("--t-final", type=float, default=20.0, help="duration, s")
-    p.add_argument("--dt-save", type=float, default=0.01, help="save interval, s")
+    p = sub.add_parser(
+        "simulate",
+        help="a closed-loop run with a report: the arm's Section IV scenario, or the crane",
+    )
+    p.add_argument(
+        "--machine",
+        choices=["arm", "crane"],
+        default="arm",
+        help="arm: Dastranj & Mattila Section IV (robust control); crane: the lift/tilt crane "
+        "(VDC on the A-B-C-D task, or --commands)",
+    )
+    p.add_argument(
+        "--out", default=None, help="output folder (default out/section_iv or out/crane)"
+    )
+    p.add_argument("--t-final", type=float, default=None, help="duration, s (arm 20, crane 18)")
+    p.add_argument(
+        "--dt-save", type=float, default=None, help="save interval, s (arm 0.01, crane 0.001)"
+    )
+    p.add_argument(
+        "--commands",
+        default=None,
+        help="crane: CSV with t, u_lift, u_tilt (s, V) replayed open loop (a log works too)",
+    )
+    p.add_argument("--payload", type=float, default=0.0, help="crane: payload at the tool, kg")
     p.add_argument("--Lambda", default="1", help="Lambda (one value or phi,theta,delta)")
     p.add_argument("--K", default="30", help="K gains")
     p.add_argument("--kappa", default="50", help="kappa gains")
@@ -201,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["state", *argv]  # plain `jaxmb` runs the main job
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "simulate":
+        crane = args.machine == "crane"
+        if args.out is None:
+            args.out = "out/crane" if crane else "out/section_iv"
+        if args.dt_save is None:
+            args.dt_save = 0.001 if crane else 0.01
     return args.func(args)
 
 

@@ -25,7 +25,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from . import projection
 from .dynamics import forward_dynamics
-from .model import Model
+from .model import Model, _checked
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 
@@ -88,8 +88,9 @@ class QuinticWaypoints(Reference):
 
     each segment lasting ``segment_time`` T (s), from ``t_start``; before ``t_start`` the
     reference rests at the first waypoint, after the last segment at the last one. Velocity
-    and acceleration are zero at every waypoint, so the reference is C^2 (jerk jumps there:
-    ``jump_times`` lists the instants for the step-size controller).
+    and acceleration are zero at every waypoint, so the reference is C^2 (the jerk jumps
+    there, which the adaptive step-size controller resolves). Times are array leaves, so a
+    reference of another pace reuses the compiled simulation.
 
     Attributes:
         waypoints: (k, n) joint-space waypoints, visited in order (SI units).
@@ -97,28 +98,27 @@ class QuinticWaypoints(Reference):
         t_start: start of the first segment, s."""
 
     waypoints: Float[Array, "k n"]
-    segment_time: float = eqx.field(static=True)
-    t_start: float = eqx.field(static=True)
+    segment_time: Float[Array, ""]
+    t_start: Float[Array, ""]
 
-    def __init__(self, waypoints, segment_time: float, t_start: float = 0.0):
+    def __init__(self, waypoints, segment_time, t_start=0.0):
         w = np.asarray(waypoints, dtype=float)
         if w.ndim != 2 or w.shape[0] < 2 or not np.all(np.isfinite(w)):
             raise ValueError(
                 f"QuinticWaypoints: waypoints must be a finite (k >= 2, n) array, got shape {w.shape}"
             )
-        if not segment_time > 0:
-            raise ValueError(f"QuinticWaypoints: segment_time must be > 0, got {segment_time}")
         self.waypoints = jnp.asarray(w)
-        self.segment_time, self.t_start = float(segment_time), float(t_start)
+        self.segment_time = _checked(
+            segment_time, lambda x: ~(x > 0), "QuinticWaypoints: segment_time must be > 0 s", ()
+        )
+        self.t_start = _checked(
+            t_start, lambda x: ~jnp.isfinite(x), "QuinticWaypoints: t_start must be finite", ()
+        )
 
     @property
-    def t_end(self) -> float:
+    def t_end(self) -> Array:
         """End of the last segment, s."""
         return self.t_start + self.segment_time * (self.waypoints.shape[0] - 1)
-
-    @property
-    def jump_times(self) -> tuple[float, ...]:
-        return tuple(self.t_start + k * self.segment_time for k in range(self.waypoints.shape[0]))
 
     def __call__(self, t):
         k_last = self.waypoints.shape[0] - 2

@@ -1,0 +1,127 @@
+"""The crane's runs: the VDC closed loop on the spec's A-B-C-D task and open-loop replays of
+command tables, as pure functions (`crane_closed_loop`, `crane_replay`) and as the report the
+``jaxmb simulate --machine crane`` command writes (`run_crane`).
+
+Solver and tolerances, chosen on evidence (``python scripts/bench_crane.py`` prints the
+comparison): the loop is mildly stiff, its fastest mode about -1.6e3 1/s from the smooth
+friction law's slope ``F_s / v_eps`` at rest and the hydraulic modes near 40 rad/s, so the
+explicit Tsit5 is stability-limited to steps of about 2 ms, which accuracy needs anyway. The
+implicit Kvaerno5 takes fewer steps but each costs Newton iterations with a Jacobian, and it
+was slower. With pressures integrated in bar (`jaxmb.plant.HydraulicPlant.state_scale`),
+``rtol = 1e-6, atol = 1e-8`` keeps joint angles within about 1e-6 rad and pressures within
+about 100 Pa of a ``1e-10`` reference run (a test checks it); the tighter library default
+(1e-8/1e-10) is for gradients.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, abcd_reference, lift_tilt_crane_plant
+from jaxmb.simulate import CommandTable, Trajectory, simulate
+from jaxmb.vdc import crane_chain
+
+from .crane_report import write_crane_report
+from .vdc_control import VDCController
+
+__all__ = [
+    "GAINS",
+    "RTOL",
+    "ATOL",
+    "crane_controller",
+    "crane_closed_loop",
+    "crane_replay",
+    "run_crane",
+]
+
+# VDC gains (the paper gives none): lambda_q 5 1/s (eq. (36)), K_A = 10 M_A + I (eq. (8)),
+# k_x 1e-3 m and k_f 1e-7 m^2/(s N) (eq. (90): the force error decays at beta k_f = 100 1/s).
+# Chosen by the sweep in scripts/bench_crane.py on the perturbed-plant run; see README.
+GAINS = {"lam": 5.0, "k_v": 10.0, "k_0": 1.0, "k_x": 1e-3, "k_f": 1e-7}
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def crane_controller(plant=None, reference=None, **gains) -> VDCController:
+    """The VDC controller on a crane model (default: the spec's plant as the controller's
+    model) tracking ``reference`` (default the A-B-C-D task) with `GAINS` unless overridden."""
+    plant = lift_tilt_crane_plant() if plant is None else plant
+    reference = abcd_reference() if reference is None else reference
+    return VDCController(plant, crane_chain(plant.model), reference, **{**GAINS, **gains})
+
+
+def crane_closed_loop(
+    plant, controller: VDCController, ts, *, q0=None, progress: bool = False, **options
+) -> Trajectory:
+    """Simulate ``plant`` under ``controller`` from rest at ``q0`` (default waypoint A) with the
+    pressures that hold it there (rod sides 40 bar), saving at ``ts``."""
+    q0 = jnp.asarray(WAYPOINTS["A"] if q0 is None else q0, dtype=float)
+    opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
+    return simulate(
+        plant, controller, controller.reference, q0, jnp.zeros(2), ts, progress=progress, **opts
+    )
+
+
+def crane_replay(
+    plant, table: CommandTable, ts, *, q0=None, progress: bool = False, **options
+) -> Trajectory:
+    """Replay logged commands open loop (the output-error identification path): from rest at
+    ``q0`` (default waypoint A) with the holding pressures."""
+    q0 = jnp.asarray(WAYPOINTS["A"] if q0 is None else q0, dtype=float)
+    opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
+    return simulate(plant, table, None, q0, jnp.zeros(2), ts, progress=progress, **opts)
+
+
+def control_series(controller: VDCController, tr: Trajectory) -> dict[str, np.ndarray]:
+    """Required piston forces and piston velocities along a closed-loop run (for the report)."""
+    acts = {
+        a.name: {"p_a": tr.signals[f"p_a_{a.name}"], "p_b": tr.signals[f"p_b_{a.name}"]}
+        for a in controller.plant.actuators
+    }
+    T = eqx.filter_jit(
+        jax.vmap(lambda t, q, qd, a: controller.terms(t, {"q": q, "qd": qd, "actuators": a}))
+    )(tr.t, tr.q, tr.qd, acts)
+    out = {}
+    for i, a in enumerate(controller.plant.actuators):
+        out[f"f_r_{a.name}"] = np.asarray(T.f_pr[:, i])
+        out[f"f_p_{a.name}"] = np.asarray(T.f_p[:, i])
+        out[f"xd_r_{a.name}"] = np.asarray(T.xd_r[:, i])
+    for i, nm in enumerate(tr.coordinate_names):
+        out[f"{nm}_d"] = np.asarray(tr.q_d[:, i])
+    return out
+
+
+def run_crane(
+    out: Path,
+    *,
+    commands: CommandTable | None = None,
+    t_final: float = T_FINAL_ABCD,
+    dt_save: float = 1e-3,
+    payload: float = 0.0,
+    progress: bool = True,
+    plots: bool = True,
+) -> dict:
+    """Run the crane (closed loop, or ``commands`` open loop) and write the report into
+    ``out``; returns the summary."""
+    plant = lift_tilt_crane_plant(payload=payload)
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+    if commands is None:
+        controller = crane_controller(plant)
+        tr = eqx.filter_jit(
+            lambda p, c: crane_closed_loop(p, c, ts, progress=progress, throw=False)
+        )(plant, controller)
+        control = control_series(controller, tr)
+        extra = {"mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91)) on the A-B-C-D task",
+                 "gains": GAINS}  # fmt: skip
+    else:
+        tr = eqx.filter_jit(
+            lambda p: crane_replay(p, commands, ts, progress=progress, throw=False)
+        )(plant)
+        control = None
+        extra = {"mode": "open-loop replay of a command table"}
+    extra.update({"payload_kg": payload, "rtol": RTOL, "atol": ATOL, "solver": "tsit5"})
+    return write_crane_report(out, plant, tr, control=control, extra=extra, plots=plots)

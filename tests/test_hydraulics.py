@@ -1,0 +1,287 @@
+"""Hydraulic components (Petrovic & Mattila (2022) eqs. (79)-(85)) against the paper's formulas
+written out here in numpy, the spec's numbers, and physical identities of the plant."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb.hydraulics import (
+    Cylinder,
+    CylinderMount,
+    LuGreFriction,
+    StribeckFriction,
+    Valve,
+    signed_sqrt,
+)
+from jaxmb.plant import limit_events
+
+BAR = 1e5
+
+
+def v_exact(dp):
+    """sign(dp) sqrt(|dp|), eq. (85) unregularised."""
+    return np.sign(dp) * np.sqrt(np.abs(dp))
+
+
+def test_signed_sqrt_error_bound_and_finite_gradient():
+    """The regularisation's stated bound: relative error <= (w/dp)^2 / 4, below 2.5e-5 for
+    |dp| >= 1 bar at the default width 1e3 Pa; the slope at 0 is 1/sqrt(w), finite."""
+    w = 1e3
+    dp = np.concatenate([-np.logspace(5, 7.5, 200), np.logspace(5, 7.5, 200)])
+    rel = np.abs(np.asarray(signed_sqrt(jnp.asarray(dp), w)) - v_exact(dp)) / np.sqrt(np.abs(dp))
+    assert rel.max() <= 2.5e-5
+    # the bound holds up to round-off of the difference of two nearly equal roots
+    assert np.all(rel <= (w / dp) ** 2 / 4 + 1e-13)
+    g0 = jax.grad(signed_sqrt)(0.0, w)
+    np.testing.assert_allclose(g0, 1 / np.sqrt(w), rtol=1e-12)
+    g = jax.vmap(jax.grad(signed_sqrt), in_axes=(0, None))(jnp.linspace(-1e3, 1e3, 101), w)
+    assert np.all(np.isfinite(g))
+
+
+def flows_reference(c, u, p_a, p_b, p_s, p_r):
+    """Eqs. (82)-(84) with the unregularised root, per edge coefficients (c_p1, c_n1, c_p2, c_n2)."""
+    c_p1, c_n1, c_p2, c_n2 = c
+    S = float(u > 0)
+    Q_a = c_p1 * v_exact(p_s - p_a) * u * S + c_n1 * v_exact(p_a - p_r) * u * (1 - S)
+    Q_b = -c_n2 * v_exact(p_b - p_r) * u * S - c_p2 * v_exact(p_s - p_b) * u * (1 - S)
+    return Q_a, Q_b
+
+
+def test_valve_flows_match_eqs_82_85():
+    rng = np.random.default_rng(0)
+    c = rng.uniform(2e-8, 9e-8, 4)
+    valve = Valve(c[0], c[1], c[2], c[3], 185 * BAR, 10 * BAR, dp_width=1.0)
+    for _ in range(20):
+        u = rng.uniform(-9.9, 9.9)
+        p_a, p_b = rng.uniform(15, 180, 2) * BAR
+        Q = valve.flows(u, p_a, p_b)
+        ref = flows_reference(c, u, p_a, p_b, 185 * BAR, 10 * BAR)
+        # width 1 Pa against |dp| >= 5 bar: relative error <= (1/5e5)^2/4
+        np.testing.assert_allclose(Q, ref, rtol=1e-11)
+    # saturation at +-10 V
+    np.testing.assert_allclose(
+        valve.flows(25.0, 50 * BAR, 50 * BAR), valve.flows(10.0, 50 * BAR, 50 * BAR)
+    )
+    np.testing.assert_allclose(
+        valve.flows(-25.0, 50 * BAR, 50 * BAR), valve.flows(-10.0, 50 * BAR, 50 * BAR)
+    )
+    # u > 0 fills the piston side and drains the rod side (the cylinder extends)
+    Q_a, Q_b = valve.flows(5.0, 50 * BAR, 50 * BAR)
+    assert Q_a > 0 and Q_b < 0
+
+
+def test_valve_from_datasheet_gives_the_spec_coefficients():
+    """shared/specs/lift_tilt_crane.md: lift 3.563483e-8, tilt 8.908708e-8 m^3 s^-1 V^-1 Pa^-1/2."""
+    lift = Valve.from_datasheet(40e-3 / 60, 35 * BAR, 185 * BAR, 10 * BAR)
+    tilt = Valve.from_datasheet(100e-3 / 60, 35 * BAR, 185 * BAR, 10 * BAR)
+    for v, ref in ((lift, 3.563483e-8), (tilt, 8.908708e-8)):
+        for c in (v.c_pa, v.c_an, v.c_pb, v.c_bn):
+            np.testing.assert_allclose(c, ref, rtol=1e-6)
+    # at 10 V and 35 bar across one edge the flow is the rated one
+    Q_a, _ = lift.flows(10.0, 150 * BAR, 100 * BAR)
+    np.testing.assert_allclose(Q_a, 40e-3 / 60, rtol=1e-6)
+
+
+def test_cylinder_pressure_dynamics_reduce_to_eqs_80_81():
+    """With no dead volume and no leakage the rates are eqs. (80)-(81) as printed."""
+    beta, A_a, A_b, s = 1.2e9, 7.853982e-3, 5.390973e-3, 0.535
+    cyl = Cylinder(A_a, A_b, s, 1e-300, 1e-300, beta)
+    x, xd, p_a, p_b, Q_a, Q_b = 0.2, 0.05, 80 * BAR, 60 * BAR, 3e-4, -2e-4
+    dp_a = beta / A_a * (Q_a / x - A_a * xd / x)  # eq. (80)
+    dp_b = beta / A_b * (Q_b / (s - x) + A_b * xd / (s - x))  # eq. (81)
+    np.testing.assert_allclose(
+        cyl.pressure_rates(x, xd, p_a, p_b, Q_a, Q_b), (dp_a, dp_b), rtol=1e-12
+    )
+    np.testing.assert_allclose(cyl.force(p_a, p_b), A_a * p_a - A_b * p_b, rtol=1e-15)  # eq. (79)
+    # from_bore: the spec's areas for bore 100 mm, rod 56 mm
+    c = Cylinder.from_bore(0.1, 0.056, s, 1.9e-4, beta)
+    np.testing.assert_allclose([c.area_a, c.area_b], [7.853982e-3, 5.390973e-3], rtol=1e-6)
+
+
+def test_leakage_moves_oil_from_a_to_b_and_to_tank():
+    cyl = Cylinder(1e-3, 5e-4, 0.5, 1e-4, 1e-4, 1e9, c_int=1e-12, c_ext=1e-13)
+    dp_a, dp_b = cyl.pressure_rates(0.25, 0.0, 100 * BAR, 50 * BAR, 0.0, 0.0)
+    V_a, V_b = cyl.volumes(0.25)
+    np.testing.assert_allclose(dp_a, 1e9 / V_a * (-1e-12 * 50 * BAR - 1e-13 * 100 * BAR))
+    np.testing.assert_allclose(dp_b, 1e9 / V_b * (1e-12 * 50 * BAR - 1e-13 * 50 * BAR))
+
+
+def test_stribeck_friction_values_and_symmetry():
+    p = {"F_c": 210.0, "F_s": 300.0, "v_s": 5e-3, "sigma": 330.0, "v_eps": 1e-3}
+    fr = StribeckFriction(**p)
+    for v in (-0.2, -3e-3, 1e-4, 2e-3, 0.05):
+        g = p["F_c"] + (p["F_s"] - p["F_c"]) * np.exp(-((v / p["v_s"]) ** 2))
+        ref = g * np.tanh(v / p["v_eps"]) + p["sigma"] * v
+        np.testing.assert_allclose(fr.force(v), ref, rtol=1e-13)
+        np.testing.assert_allclose(fr.force(-v), -ref, rtol=1e-13)
+    assert float(fr.force(0.0)) == 0.0
+    # differentiable in its parameters
+    g = jax.grad(lambda f: f.force(0.01))(fr)
+    assert all(np.isfinite(x) for x in jax.tree.leaves(g))
+
+
+def test_lugre_steady_state_is_the_stribeck_curve():
+    """At constant v the bristle state settles to z = g(v) sign(v) / sigma0, so
+    f = g(v) sign(v) + sigma2 v (up to the |v| smoothing, 1e-6 m/s)."""
+    fr = LuGreFriction(sigma0=1e6, sigma1=2e3, sigma2=330.0, F_c=210.0, F_s=300.0, v_s=5e-3)
+
+    def settle(v):
+        z, _ = jax.lax.scan(lambda z, _: (_implicit(fr, v, z), None), jnp.asarray(0.0), None, 4000)
+        return fr.force(v, z)
+
+    for v in (0.002, 0.02, -0.01):
+        g = 210 + 90 * np.exp(-((v / 5e-3) ** 2))
+        np.testing.assert_allclose(settle(v), np.sign(v) * g + 330 * v, rtol=1e-3)
+
+
+def _implicit(fr, v, z0, h=1e-3):
+    """One implicit Euler step of the bristle equation at constant v (linear in z, and stiff:
+    sigma0 |v| / g reaches 1e5 1/s)."""
+    abs_v = jnp.sqrt(v * v + fr.v_eps**2) - fr.v_eps
+    a = fr.sigma0 * abs_v / fr._g(v)
+    return (z0 + h * v) / (1 + h * a)
+
+
+def test_cylinder_mount_positions_match_the_spec_along_the_task():
+    """Spec: along the A-B-C-D path lift x spans 0.163-0.405 m, tilt x 0.173-0.578 m."""
+    plant = jaxmb.models.lift_tilt_crane_plant()
+    model = plant.model
+    lift, tilt = plant.actuators
+    from jaxmb.models.crane import WAYPOINTS
+
+    xs = {
+        k: [float(a.mount.position(model, jnp.asarray(w))) for a in (lift, tilt)]
+        for k, w in WAYPOINTS.items()
+    }
+    lifts = [v[0] for v in xs.values()]
+    tilts = [v[1] for v in xs.values()]
+    np.testing.assert_allclose([min(lifts), max(lifts)], [0.163, 0.405], atol=6e-4)
+    np.testing.assert_allclose([min(tilts), max(tilts)], [0.173, 0.578], atol=6e-4)
+    # J_x against central differences
+    q = jnp.array([0.3, -0.2])
+    for a in (lift, tilt):
+        _, J = a.mount.position_and_jacobian(model, q)
+        fd = [
+            (a.mount.position(model, q + 1e-6 * e) - a.mount.position(model, q - 1e-6 * e)) / 2e-6
+            for e in jnp.eye(2)
+        ]
+        np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)  # central differences, h = 1e-6
+    # extension raises the lift boom; on its lever, extension of the tilt cylinder lowers the tilt boom
+    assert lift.mount.position_and_jacobian(model, q)[1][0] > 0
+    assert tilt.mount.position_and_jacobian(model, q)[1][1] < 0
+
+
+def test_the_arms_elbow_cylinder_is_the_same_mount():
+    """The arm's elbow (Dastranj & Mattila Fig. 2): x = |AB| - l0 = delta exactly."""
+    arm = jaxmb.models.series_parallel_3dof(full=True)
+    mount = CylinderMount("B2", [2 - 0.35, 0, 0], "B3", [0.35, 0, 0], 0.425)
+    for delta in (0.01, 0.1, 0.19):
+        q = jnp.array([0.3, 0.4, delta])
+        x, J = mount.position_and_jacobian(arm, q)
+        np.testing.assert_allclose(x, delta, atol=1e-13)
+        np.testing.assert_allclose(J, [0, 0, 1], atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def crane_plant():
+    return jaxmb.models.lift_tilt_crane_plant()
+
+
+def test_static_pressures_hold_the_crane_still(crane_plant):
+    """The default initial state at rest at A: rod sides 40 bar, piston sides computed; with
+    closed valves every derivative vanishes (the Lagrangian static balance, J_x^T f = -Q_g)."""
+    from jaxmb.models.crane import WAYPOINTS
+
+    for payload in (0.0, 150.0):
+        plant = jaxmb.models.lift_tilt_crane_plant(payload=payload)
+        y = plant.initial_state(jnp.asarray(WAYPOINTS["A"]), jnp.zeros(2))
+        for a in plant.actuators:
+            np.testing.assert_allclose(y["actuators"][a.name]["p_b"], 40 * BAR)
+        dy = plant.vector_field(0.0, y, jnp.zeros(2))
+        np.testing.assert_allclose(dy["qd"], 0.0, atol=1e-12)
+        for a in plant.actuators:
+            np.testing.assert_allclose(dy["actuators"][a.name]["p_a"], 0.0, atol=1e-9)
+            np.testing.assert_allclose(dy["actuators"][a.name]["p_b"], 0.0, atol=1e-9)
+        Q_g = jaxmb.gravity_forces(plant.model, y["q"])
+        f = jnp.stack(
+            [
+                plant.actuators[i].cylinder.force(**y["actuators"][a])
+                for i, a in enumerate(("lift", "tilt"))
+            ]
+        )
+        _, _, J = plant.piston_kinematics(y["q"], y["qd"])
+        np.testing.assert_allclose(J.T @ f, -Q_g, rtol=1e-12)
+
+
+def test_power_balance_of_the_hydraulic_plant(crane_plant):
+    """d/dt (T + V) of the mechanics equals the power the cylinders deliver, sum_i f_i xdot_i
+    (the generalized force J_x^T f does the virtual work f dx)."""
+    plant = crane_plant
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q = jnp.asarray(rng.uniform([-0.3, -0.6], [1.3, 0.5]))
+        qd = jnp.asarray(rng.normal(size=2) * 0.3)
+        acts = {
+            a: {"p_a": rng.uniform(20, 150) * BAR, "p_b": rng.uniform(20, 150) * BAR}
+            for a in ("lift", "tilt")
+        }
+        y = {"q": q, "qd": qd, "actuators": jax.tree.map(jnp.asarray, acts)}
+        dy = plant.vector_field(0.0, y, jnp.array([2.0, -3.0]))
+
+        def energy(q_, qd_):
+            m = plant.model
+            return jaxmb.kinetic_energy(m, q_, qd_) + jaxmb.potential_energy(m, q_)
+
+        dE = jax.jvp(energy, (q, qd), (dy["q"], dy["qd"]))[1]
+        _, xd, _ = plant.piston_kinematics(q, qd)
+        power = sum(
+            a.force(xd[i], y["actuators"][a.name]) * xd[i] for i, a in enumerate(plant.actuators)
+        )
+        np.testing.assert_allclose(dE, power, rtol=1e-9)
+
+
+def test_limit_events_count_first_time_and_duration():
+    plant = jaxmb.models.lift_tilt_crane_plant()
+    t = jnp.linspace(0, 1, 11)
+    sig = {
+        "p_a_lift": jnp.full(11, 50 * BAR).at[3:5].set(0.1 * BAR),
+        "p_b_lift": jnp.full(11, 50 * BAR).at[8].set(200 * BAR),
+        "x_lift": jnp.full(11, 0.2).at[6:].set(0.6),
+        "p_a_tilt": jnp.full(11, 50 * BAR),
+        "p_b_tilt": jnp.full(11, 50 * BAR),
+        "x_tilt": jnp.full(11, 0.3),
+    }
+    ev = limit_events(plant, t, sig)
+    assert int(ev["cavitation_lift"]["count"]) == 1
+    np.testing.assert_allclose(ev["cavitation_lift"]["first_time"], 0.3)
+    np.testing.assert_allclose(ev["cavitation_lift"]["duration"], 0.2)  # trapezoid on the grid
+    assert int(ev["overpressure_lift"]["count"]) == 1  # 200 bar > 185 + 10
+    np.testing.assert_allclose(ev["overpressure_lift"]["first_time"], 0.8)
+    assert int(ev["stroke_end_lift"]["count"]) == 1
+    np.testing.assert_allclose(ev["stroke_end_lift"]["first_time"], 0.6)
+    for k in ("cavitation_tilt", "overpressure_tilt", "stroke_end_tilt"):
+        assert int(ev[k]["count"]) == 0 and np.isnan(ev[k]["first_time"])
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ValueError, match="Cylinder: area_a must be > 0"):
+        Cylinder(-1e-3, 5e-4, 0.5, 1e-4, 1e-4, 1e9)
+    with pytest.raises(ValueError, match="Cylinder: beta"):
+        Cylinder(1e-3, 5e-4, 0.5, 1e-4, 1e-4, float("nan"))
+    with pytest.raises(ValueError, match="p_s must exceed return"):
+        Valve(1e-8, 1e-8, 1e-8, 1e-8, 10 * BAR, 20 * BAR)
+    with pytest.raises(ValueError, match="spool must be"):
+        Valve(1e-8, 1e-8, 1e-8, 1e-8, 100 * BAR, 2 * BAR, spool="third")
+    with pytest.raises(ValueError, match="StribeckFriction: v_eps"):
+        StribeckFriction(210, 300, 5e-3, 330, 0.0)
+    with pytest.raises(ValueError, match="base_frame 'nowhere' is not a frame"):
+        from jaxmb.hydraulics import HydraulicActuator
+        from jaxmb.plant import HydraulicPlant
+
+        p = jaxmb.models.lift_tilt_crane_plant()
+        a = p.actuators[0]
+        mount = CylinderMount("nowhere", a.mount.base_point, "L", a.mount.rod_point, 0.82)
+        bad = HydraulicActuator("x", mount, a.cylinder, a.valve)
+        HydraulicPlant(p.model, [bad])
