@@ -121,7 +121,7 @@ class VDCController(eqx.Module):
     def body_gains(self) -> Array:
         """``K_A = k_v M_A + k_0 I`` for the frames of eq. (94), (k, 6, 6)."""
         Ms = jnp.stack([M_A(b) for _, b in chain_bodies(self.chain)])
-        return self.k_v * Ms + self.k_0 * jnp.eye(6)
+        return self.k_v * Ms + self.k_0 * jnp.eye(6)[None]
 
     def _required(self, t, q, qd):
         """``(f_pr, xd_r, v, dV)`` at time t for the measured (q, qd)."""
@@ -144,7 +144,7 @@ class VDCController(eqx.Module):
         p_a = jnp.stack([act[a.name]["p_a"] for a in acts])
         p_b = jnp.stack([act[a.name]["p_b"] for a in acts])
         f_p = jnp.stack([a.cylinder.force(p_a[i], p_b[i]) for i, a in enumerate(acts)])
-        f_net = jnp.stack([a.force(xd[i], act[a.name]) for i, a in enumerate(acts)])
+        f_net = jnp.stack([a.force(xd[i], act[a.name], x[i]) for i, a in enumerate(acts)])
         qdd_hat = forward_dynamics(plant.model, q, qd, J.T @ f_net)  # the model's acceleration
 
         t = jnp.asarray(t, float)

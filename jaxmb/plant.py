@@ -87,7 +87,7 @@ class HydraulicPlant(AbstractPlant):
 
     Commands: ``u_<actuator>`` (V) for each actuator, then ``tau_<coordinate>`` (N m or N).
     Equation of motion: ``Gamma qdd + h = Q_e + sum_i J_x_i^T f_i + tau_direct`` with
-    ``f_i = A_a p_a - A_b p_b - f_friction(xdot_i)``."""
+    ``f_i = A_a p_a - A_b p_b - f_friction(xdot_i) + f_end_stop(x_i, xdot_i)``."""
 
     model: Model
     actuators: tuple[HydraulicActuator, ...]
@@ -222,7 +222,7 @@ class HydraulicPlant(AbstractPlant):
         rates = {}
         for i, a in enumerate(self.actuators):
             s = act[a.name]
-            Q = Q + J[i] * a.force(xd[i], s)
+            Q = Q + J[i] * a.force(xd[i], s, x[i])
             rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
         qdd = forward_dynamics(self.model, q, qd, Q, wrenches)
         return {"q": qd, "qd": qdd, "actuators": rates}
@@ -240,7 +240,7 @@ class HydraulicPlant(AbstractPlant):
 
     def signals(self, y, command) -> dict[str, Array]:
         """``x_<a>``, ``xd_<a>`` (m, m/s), ``p_a_<a>``, ``p_b_<a>`` (Pa), ``f_<a>`` (net piston
-        force on the mechanism, N), ``f_friction_<a>`` (N), the commands ``u_<a>`` (V, as
+        force on the mechanism, end stops included, N), ``f_friction_<a>`` (N), the commands ``u_<a>`` (V, as
         commanded, before saturation) and ``tau_<c>``."""
         q, qd, act = y["q"], y["qd"], y["actuators"]
         x, xd, _ = self.piston_kinematics(q, qd)
@@ -251,7 +251,7 @@ class HydraulicPlant(AbstractPlant):
             out[f"xd_{a.name}"] = xd[i]
             out[f"p_a_{a.name}"] = s["p_a"]
             out[f"p_b_{a.name}"] = s["p_b"]
-            out[f"f_{a.name}"] = a.force(xd[i], s)
+            out[f"f_{a.name}"] = a.force(xd[i], s, x[i])
             out[f"f_friction_{a.name}"] = a.friction_force(xd[i], s)
             if "spool" in s:
                 out[f"spool_{a.name}"] = s["spool"][0]
