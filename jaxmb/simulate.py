@@ -298,8 +298,14 @@ class CommandTable(eqx.Module):
         missing = [n for n in want if n not in self.names]
         if missing:
             raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
-        idx = [self.names.index(n) for n in want]
-        return CommandTable(np.asarray(self.t), np.asarray(self.values)[:, idx], want)
+        if tuple(want) == self.names:
+            return self
+        idx = jnp.asarray([self.names.index(n) for n in want])
+        # a reordering of a checked table: no new values to check (and they may be traced)
+        out = object.__new__(CommandTable)
+        for k, v in (("t", self.t), ("values", self.values[:, idx]), ("names", tuple(want))):
+            object.__setattr__(out, k, v)
+        return out
 
     def __call__(self, t, y=None, desired=None):
         del y, desired

@@ -132,7 +132,7 @@ def test_virtual_stability_along_a_run(plant, closed_loop):
     accompanying function v of eqs. (95)-(98) decreases at least as fast as the bound; with the
     controller's model equal to the plant the two agree to round-off (the proof is an identity
     when nothing saturates), and the tracking error stays at the level of the solver tolerance."""
-    slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDA"], segment_time=4.0)
+    slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=4.0)
     ctrl = crane_controller(plant, slow)
     tr = closed_loop(plant, ctrl, jnp.asarray(RTOL), jnp.asarray(ATOL))
     assert max(float(jnp.abs(tr.signals[f"u_{a}"]).max()) for a in ("lift", "tilt")) < 10.0
@@ -159,15 +159,17 @@ def test_virtual_stability_along_a_run(plant, closed_loop):
 
 
 def test_vdc_with_a_wrong_model_stays_bounded(plant, closed_loop):
-    """The controller believes there is no payload; the plant carries 150 kg at the tool. On the
-    slow task the errors stay small and the pressures inside (return, supply)."""
-    slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDA"], segment_time=4.0)
+    """The plant's booms are 20 % (lift) and 50 % (tilt) heavier than the controller believes.
+    On the slow task the errors stay at a few mrad and the pressures inside (return, supply)."""
+    slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=4.0)
     ctrl = crane_controller(plant, slow)
-    heavy = jaxmb.models.lift_tilt_crane_plant(payload=150.0)
+    m = jaxmb.replace_body(plant.model, "tilt_boom", mass=1.5 * 157.871069)
+    m = jaxmb.replace_body(m, "lift_boom", mass=1.2 * 143.66)
+    heavy = eqx.tree_at(lambda p: p.model, plant, m)
     tr = closed_loop(heavy, ctrl, jnp.asarray(RTOL), jnp.asarray(ATOL))
     assert bool(tr.success)
     err = np.abs(np.asarray(tr.e)).max()
-    assert 1e-5 < err < 0.05, err
+    assert 1e-4 < err < 0.01, err
     s = crane_summary(heavy, tr)
     assert all(v["count"] == 0 for v in s["events"].values())
 
