@@ -168,7 +168,8 @@ def crane_cmd(args: argparse.Namespace) -> int:
     hit = {k: v for k, v in summary["events"].items() if v["count"]}
     for k, v in hit.items():
         print(
-            f"warning: {k}: {int(v['count'])} time(s), first at t = {v['first_time']:.4g} s, {v['duration']:.3g} s in all"
+            f"warning: {k}: {int(v['count'])} time(s), first at t = {v['first_time']:.4g} s, "
+            f"{v['duration']:.3g} s in all"
         )
     if not summary["success"]:
         print("warning: the solver failed; the series stop where it did")
