@@ -148,3 +148,79 @@ def test_controller_output_size_is_checked(crane):
             jnp.linspace(0, 1, 3),
             actuator_state0={},
         )
+
+
+def test_spool_lag_follows_its_first_order_law():
+    """A 4 V step on the lift valve with a 20 ms first-order spool: the saved spool position is
+    4 (1 - exp(-t / tau)) (closed form), and the LuGre friction state is carried along."""
+    from jaxmb.models.crane import WAYPOINTS
+
+    plant = jaxmb.models.lift_tilt_crane_plant(spool="first", friction="lugre", tau=0.02)
+    y0 = plant.initial_state(jnp.asarray(WAYPOINTS["A"]), jnp.zeros(2))
+    assert set(y0["actuators"]["lift"]) == {"p_a", "p_b", "spool", "z"}
+    ts = jnp.linspace(0, 0.2, 41)
+    table = CommandTable([0.0, 0.2], [[4.0, 0.0], [4.0, 0.0]], ("u_lift", "u_tilt"))
+    tr = simulate(plant, table, None, y0["q"], y0["qd"], ts, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        tr.signal("spool_lift"), 4 * (1 - np.exp(-np.asarray(ts) / 0.02)), atol=1e-6
+    )
+    np.testing.assert_allclose(tr.signal("spool_tilt"), 0.0, atol=1e-12)
+    assert tr.signal("x_lift")[-1] > tr.signal("x_lift")[0]
+
+
+def _replay_final_q1(plant):
+    from jaxmb.models.crane import WAYPOINTS
+
+    table = CommandTable(
+        [0.0, 0.3, 0.6], [[0.0, 0.0], [3.0, -2.0], [3.0, -2.0]], ("u_lift", "u_tilt")
+    )
+    tr = simulate(
+        plant, table, None, jnp.asarray(WAYPOINTS["A"]), jnp.zeros(2), jnp.linspace(0, 0.6, 7)
+    )
+    return tr.q[-1, 0]
+
+
+def test_gradient_through_the_hydraulic_simulation_matches_finite_differences(crane):
+    """d q1(0.6 s) / d(lift valve coefficient) and d / d(bulk modulus) by reverse mode through
+    diffrax against central differences (the default tight tolerances; the project's rule for
+    anything that identifies or tunes through simulate)."""
+    import equinox as eqx
+    import jax
+
+    def loss(c, beta):
+        p = eqx.tree_at(
+            lambda p: (p.actuators[0].valve.c_pa, p.actuators[0].cylinder.beta), crane, (c, beta)
+        )
+        return _replay_final_q1(p)
+
+    c0, b0 = crane.actuators[0].valve.c_pa, crane.actuators[0].cylinder.beta
+    g_c, g_b = eqx.filter_jit(jax.grad(loss, argnums=(0, 1)))(c0, b0)
+    f = eqx.filter_jit(loss)
+    # beta moves q1(0.6) by only ~2.5e-7 rad per 0.1 %: its differences carry the adaptive
+    # solver's ~1e-10 noise, hence the looser tolerance there
+    cases = ((g_c, (c0, 1e-3 * c0, 0), 1e-5), (g_b, (b0, 3e-3 * b0, 1), 1e-3))
+    for g, (x0, h, which), rtol in cases:
+        args_p = [c0, b0]
+        args_m = [c0, b0]
+        args_p[which] = x0 + h
+        args_m[which] = x0 - h
+        fd = (f(*args_p) - f(*args_m)) / (2 * h)
+        np.testing.assert_allclose(g, fd, rtol=rtol)
+    assert float(g_c) > 0  # more flow at the same command raises the boom faster
+
+
+def test_vmap_over_perturbed_plants(crane):
+    """One compiled replay, vmapped over bulk moduli, equals the runs one by one."""
+    import equinox as eqx
+    import jax
+
+    betas = jnp.array([0.6e9, 1.0e9, 1.6e9])
+
+    def run(beta):
+        p = eqx.tree_at(lambda p: p.actuators[0].cylinder.beta, crane, beta)
+        return _replay_final_q1(p)
+
+    batched = eqx.filter_jit(jax.vmap(run))(betas)
+    single = [eqx.filter_jit(run)(b) for b in betas]
+    np.testing.assert_allclose(batched, single, rtol=1e-9)
+    assert len(set(np.round(np.asarray(batched), 9))) == 3
