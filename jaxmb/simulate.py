@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -312,11 +313,30 @@ class CommandTable(eqx.Module):
         return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
 
 
+class RK4(diffrax.AbstractERK):
+    """The classical fourth-order Runge-Kutta method (MATLAB's ode4), for fixed steps
+    (``simulate(..., solver="rk4", fixed_step=h)``): it has no embedded error estimate, so an
+    adaptive step-size controller cannot use it."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        c=np.array([0.5, 0.5, 1.0]),
+    )
+    interpolation_cls: ClassVar[Callable] = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        del terms
+        return 4
+
+
 _SOLVERS = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "bosh3": diffrax.Bosh3,
     "kvaerno5": diffrax.Kvaerno5,
+    "rk4": RK4,
 }
 
 
@@ -403,6 +423,7 @@ def simulate(
     correction: DriftCorrection | None = _DEFAULT_CORRECTION,
     inertia: str = "nonsymmetric",
     actuator_state0: Mapping | None = None,
+    fixed_step: float | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -428,7 +449,8 @@ def simulate(
         disturbance: external wrenches and generalized forces on the plant.
         solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
             order: cheaper when steps are stability-limited, as with a thin boundary layer
-            kappa/eps), ``"kvaerno5"`` (implicit, for stiff loops), or any diffrax solver.
+            kappa/eps), ``"kvaerno5"`` (implicit, for stiff loops), ``"rk4"`` (with
+            ``fixed_step`` only), or any diffrax solver.
         rtol, atol: tolerances of the PID step-size controller (floats, or scalar arrays to
             reuse one compiled simulation across tolerances). The defaults are tight on
             purpose: gradients are those of the discrete solve, and through a thin boundary
@@ -450,6 +472,9 @@ def simulate(
             (`jaxmb.projection.INERTIA_FORMS`).
         actuator_state0: initial actuator states ``{name: {"p_a": ..., "p_b": ...}}`` of a
             plant with actuators.
+        fixed_step: integrate with this constant step (s) instead of the adaptive PID
+            controller, e.g. ``solver="rk4", fixed_step=1e-3`` (Petrovic & Mattila's ode4
+            setting); ``rtol``/``atol`` are then unused and ``ts`` should be multiples of it.
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -506,7 +531,15 @@ def simulate(
             return desired_state(reference, t)
 
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
-    controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
+    if isinstance(solver, RK4) and fixed_step is None:
+        raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
+    if fixed_step is not None:
+        if not fixed_step > 0:
+            raise ValueError(f"simulate: fixed_step must be > 0 s, got {fixed_step}")
+        controller_ = diffrax.ConstantStepSize()
+        dt0 = fixed_step
+    else:
+        controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
     adjoint = adjoint or diffrax.RecursiveCheckpointAdjoint()
 
