@@ -19,8 +19,8 @@ explicit method is stability-limited to steps of a few ms, which accuracy needs 
 Tsit5 at ``rtol = 1e-6, atol = 1e-8`` is as accurate as the paper's fixed-step RK4 at a third
 of its cost (a test checks it against the tight run). The implicit Kvaerno5 needs the Jacobian
 of the whole closed loop (VDC recursion included) in its Newton iterations: compiling and
-running it had not finished after 6 minutes (``--implicit`` adds it to the table). The tighter library default (1e-8/1e-10)
-is for gradients.
+running it had not finished after 6 minutes (``--implicit`` adds it to the table). The tighter
+library default (1e-8/1e-10) is for gradients.
 """
 
 from __future__ import annotations

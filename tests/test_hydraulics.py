@@ -298,5 +298,5 @@ def test_second_order_spool_and_lugre_are_differentiable():
         np.testing.assert_allclose(v.spool_rates(s, u), ref, rtol=1e-14)
     fr = LuGreFriction(sigma0=1e6, sigma1=2e3, sigma2=330.0, F_c=210.0, F_s=300.0, v_s=5e-3)
     for vel, z in ((0.0, 1e-5), (0.03, 2e-4)):
-        g = jax.grad(lambda f: f.force(vel, z))(fr)
+        g = jax.grad(lambda f, v=vel, z=z: f.force(v, z))(fr)
         assert all(np.isfinite(x) for x in jax.tree.leaves(g))
