@@ -300,3 +300,32 @@ def test_second_order_spool_and_lugre_are_differentiable():
     for vel, z in ((0.0, 1e-5), (0.03, 2e-4)):
         g = jax.grad(lambda f, v=vel, z=z: f.force(v, z))(fr)
         assert all(np.isfinite(x) for x in jax.tree.leaves(g))
+
+
+def test_a_plant_with_direct_joint_torques_and_a_hydraulic_elbow():
+    """The arm with a valve-driven elbow cylinder and electric phi, theta: the static solution
+    (piston force and the two torques together, B [f; tau] = -Q_g) holds it still."""
+    from jaxmb.hydraulics import HydraulicActuator
+    from jaxmb.plant import HydraulicPlant
+
+    arm = jaxmb.models.series_parallel_3dof(full=True)
+    elbow = HydraulicActuator(
+        "elbow",
+        CylinderMount("B2", [2 - 0.35, 0, 0], "B3", [0.35, 0, 0], 0.425),
+        Cylinder.from_bore(0.05, 0.028, 0.2, 5e-5, 1e9),
+        Valve.from_datasheet(10e-3 / 60, 35 * BAR, 160 * BAR, 5 * BAR),
+        StribeckFriction(50.0, 80.0, 5e-3, 100.0, 1e-3),
+    )
+    plant = HydraulicPlant(arm, [elbow], direct=("phi", "theta"))
+    assert plant.command_names == ("u_elbow", "tau_phi", "tau_theta")
+    q = jnp.array([0.2, 0.5, 0.1])
+    y = plant.initial_state(q, jnp.zeros(3), p_b=30 * BAR)
+    _, _, sol = plant.static_pressures(q, p_b=30 * BAR)
+    command = jnp.concatenate([jnp.zeros(1), sol[1:]])
+    dy = plant.vector_field(0.0, y, command)
+    np.testing.assert_allclose(dy["qd"], 0.0, atol=1e-10)
+    np.testing.assert_allclose(
+        sol[0], -jaxmb.gravity_forces(arm, q)[2], rtol=1e-12
+    )  # f = -Q_g,delta
+    with pytest.raises(ValueError, match="unknown coordinate 'psi'"):
+        HydraulicPlant(arm, [elbow], direct=("psi",))
