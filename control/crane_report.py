@@ -230,44 +230,41 @@ def _figures(out: Path, plant: HydraulicPlant, tr: Trajectory, control: dict) ->
     plt.close(fig)
 
     names = [a.name for a in plant.actuators]
-    fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 5))  # Fig. 14
-    for ax, nm in zip(np.atleast_1d(axes), names, strict=True):
+
+    def panels(title: str, path: str, draw, ylabel) -> None:
+        """One panel per actuator, saved as ``out/path``."""
+        fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 5))
+        for ax, nm in zip(np.atleast_1d(axes), names, strict=True):
+            draw(ax, nm, plant.actuator(nm))
+            ax.set_ylabel(ylabel(nm))
+        np.atleast_1d(axes)[-1].set_xlabel("t [s]")
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(out / path, dpi=110)
+        plt.close(fig)
+
+    def forces(ax, nm, a):
         if f"f_r_{nm}" in control:
             ax.plot(t, control[f"f_r_{nm}"] / 1e3, "--", label="required f_pr")
-        f_p = plant.actuator(nm).cylinder.force(tr.signals[f"p_a_{nm}"], tr.signals[f"p_b_{nm}"])
+        f_p = a.cylinder.force(tr.signals[f"p_a_{nm}"], tr.signals[f"p_b_{nm}"])
         ax.plot(t, np.asarray(f_p) / 1e3, label="achieved f_p = A_a p_a - A_b p_b")
-        ax.set_ylabel(f"{nm} [kN]")
         ax.legend(fontsize=8)
-    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
-    fig.suptitle("Piston forces (cf. Fig. 14)")
-    fig.tight_layout()
-    fig.savefig(out / "piston_forces.png", dpi=110)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 5))  # Fig. 15
-    for ax, nm in zip(np.atleast_1d(axes), names, strict=True):
-        ax.plot(t, np.asarray(tr.signals[f"p_a_{nm}"]) / 1e5, label=f"p_a_{nm}")
-        ax.plot(t, np.asarray(tr.signals[f"p_b_{nm}"]) / 1e5, label=f"p_b_{nm}")
-        v = plant.actuator(nm).valve
-        ax.axhline(float(v.p_s) / 1e5, color="r", ls=":", lw=0.8)
-        ax.axhline(float(v.p_r) / 1e5, color="r", ls=":", lw=0.8)
-        ax.set_ylabel("bar")
+    def pressures(ax, nm, a):
+        for c in ("p_a", "p_b"):
+            ax.plot(t, np.asarray(tr.signals[f"{c}_{nm}"]) / 1e5, label=f"{c}_{nm}")
+        for p in (a.valve.p_s, a.valve.p_r):
+            ax.axhline(float(p) / 1e5, color="r", ls=":", lw=0.8)
         ax.legend(fontsize=8)
-    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
-    fig.suptitle("Chamber pressures (cf. Fig. 15); dotted: supply and return")
-    fig.tight_layout()
-    fig.savefig(out / "pressures.png", dpi=110)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 5))  # Fig. 16
-    for ax, nm in zip(np.atleast_1d(axes), names, strict=True):
-        u_max = float(plant.actuator(nm).valve.u_max)
+    def voltages(ax, nm, a):
+        u_max = float(a.valve.u_max)
         ax.plot(t, np.clip(np.asarray(tr.signals[f"u_{nm}"]), -u_max, u_max))
-        ax.axhline(u_max, color="r", ls=":", lw=0.8)
-        ax.axhline(-u_max, color="r", ls=":", lw=0.8)
-        ax.set_ylabel(f"u_{nm} [V]")
-    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
-    fig.suptitle("Valve voltages (cf. Fig. 16)")
-    fig.tight_layout()
-    fig.savefig(out / "valve_voltages.png", dpi=110)
-    plt.close(fig)
+        for lim in (u_max, -u_max):
+            ax.axhline(lim, color="r", ls=":", lw=0.8)
+
+    panels("Piston forces (cf. Fig. 14)", "piston_forces.png", forces, lambda nm: f"{nm} [kN]")
+    panels("Chamber pressures (cf. Fig. 15); dotted: supply and return", "pressures.png",
+           pressures, lambda nm: "bar")  # fmt: skip
+    panels("Valve voltages (cf. Fig. 16)", "valve_voltages.png", voltages,
+           lambda nm: f"u_{nm} [V]")  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -540,29 +540,20 @@ def simulate(
         dt0 = fixed_step
     else:
         controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
-    meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
-    adjoint = adjoint or diffrax.RecursiveCheckpointAdjoint()
-
+    solve = _Solve(
+        solver,
+        controller_,
+        dt0,
+        max_steps,
+        throw,
+        diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
+        adjoint or diffrax.RecursiveCheckpointAdjoint(),
+    )
     if actuated or stateful:
         return _simulate_with_states(
-            plant,
-            controller,
-            desired_at,
-            q0,
-            qd0,
-            ts,
-            dist,
-            solver,
-            controller_,
-            dt0=dt0,
-            max_steps=max_steps,
-            throw=throw,
-            meter=meter,
-            adjoint=adjoint,
-            correction=correction,
-            inertia=inertia,
-            actuator_state0=actuator_state0,
-        )
+            plant, controller, desired_at, q0, qd0, ts, dist, solve,
+            correction=correction, inertia=inertia, actuator_state0=actuator_state0,
+        )  # fmt: skip
 
     def loads(t, q, qd):
         desired = desired_at(t)
@@ -581,25 +572,12 @@ def simulate(
         tau = Q_a + dist.forces_at(t, n)
         return qd, accelerations(q, qd, tau, dist.wrenches_at(t))
 
-    saveat = diffrax.SaveAt(ts=ts)
+    saveat, solver = diffrax.SaveAt(ts=ts), None
     if constrained and correction is not None:
-        solver = ProjectedSolver(solver, plant, correction)
+        solver = ProjectedSolver(solve.solver, plant, correction)
         saveat = diffrax.SaveAt(ts=ts, fn=lambda t, y, args: solver.correct(y)[:2])
 
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
-        solver,
-        t0=ts[0],
-        t1=ts[-1],
-        dt0=dt0,
-        y0=(q0, qd0),
-        saveat=saveat,
-        stepsize_controller=controller_,
-        max_steps=max_steps,
-        throw=throw,
-        progress_meter=meter,
-        adjoint=adjoint,
-    )
+    sol = solve(vector_field, (q0, qd0), ts, saveat, solver)
     q, qd = sol.ys
     # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there and
     # mark them NaN, so that nothing downstream mistakes them for data (success is False too)
@@ -621,26 +599,38 @@ def simulate(
     )
 
 
+class _Solve(NamedTuple):
+    """The diffrax options `simulate` passes to every solve."""
+
+    solver: diffrax.AbstractSolver
+    step_controller: diffrax.AbstractStepSizeController
+    dt0: float | None
+    max_steps: int
+    throw: bool
+    meter: diffrax.AbstractProgressMeter
+    adjoint: diffrax.AbstractAdjoint
+
+    def __call__(self, vector_field, y0, ts, saveat, solver=None):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            self.solver if solver is None else solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=self.dt0,
+            y0=y0,
+            saveat=saveat,
+            stepsize_controller=self.step_controller,
+            max_steps=self.max_steps,
+            throw=self.throw,
+            progress_meter=self.meter,
+            adjoint=self.adjoint,
+        )
+
+
 def _simulate_with_states(
-    plant,
-    controller,
-    desired_at,
-    q0,
-    qd0,
-    ts,
-    dist,
-    solver,
-    step_controller,
-    *,
-    dt0,
-    max_steps,
-    throw,
-    meter,
-    adjoint,
-    correction,
-    inertia,
-    actuator_state0,
-):
+    plant, controller, desired_at, q0, qd0, ts, dist, solve: _Solve, *,
+    correction, inertia, actuator_state0,
+):  # fmt: skip
     """`simulate` for a plant with actuator states and/or a controller with its own state.
 
     The ODE state is ``(plant state, controller state)``: the plant state is the
@@ -702,9 +692,9 @@ def _simulate_with_states(
             dyp = (qd, qdd)
         return jax.tree.map(jnp.divide, dyp, scale), dc
 
-    saveat = diffrax.SaveAt(ts=ts)
+    saveat, solver = diffrax.SaveAt(ts=ts), None
     if constrained and correction is not None:
-        solver = ProjectedSolver(solver, plant, correction)
+        solver = ProjectedSolver(solve.solver, plant, correction)
 
         def corrected(t, y, args):
             (q, qd), c = y  # a mechanical plant: scale 1
@@ -712,20 +702,7 @@ def _simulate_with_states(
 
         saveat = diffrax.SaveAt(ts=ts, fn=corrected)
 
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
-        solver,
-        t0=ts[0],
-        t1=ts[-1],
-        dt0=dt0,
-        y0=(jax.tree.map(jnp.divide, yp0, scale), c0),
-        saveat=saveat,
-        stepsize_controller=step_controller,
-        max_steps=max_steps,
-        throw=throw,
-        progress_meter=meter,
-        adjoint=adjoint,
-    )
+    sol = solve(vector_field, (jax.tree.map(jnp.divide, yp0, scale), c0), ts, saveat, solver)
     yp, c = sol.ys
     yp = jax.tree.map(lambda x, sc: x * sc[None], yp, scale)  # saved rows: leading T axis
     yd = as_dict(yp)

@@ -100,7 +100,7 @@ def test_bad_options_are_named():
     m = slider()
     with pytest.raises(ValueError, match="solver must be one of"):
         simulate(
-            m, pd(1, 1), ZERO_REF, jnp.zeros(1), jnp.zeros(1), jnp.linspace(0, 1, 3), solver="rk4"
+            m, pd(1, 1), ZERO_REF, jnp.zeros(1), jnp.zeros(1), jnp.linspace(0, 1, 3), solver="rk45"
         )
     with pytest.raises(ValueError, match=r"q0 must have shape \(1,\)"):
         simulate(m, pd(1, 1), ZERO_REF, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0, 1, 3))
