@@ -6,6 +6,7 @@ from .bounds import UltimateBounds as UltimateBounds
 from .bounds import inertia_eigenvalue_bounds as inertia_eigenvalue_bounds
 from .bounds import lumped_uncertainty as lumped_uncertainty
 from .bounds import ultimate_bounds as ultimate_bounds
+from .pidc import HybridForceControl as HybridForceControl
 from .pidc import ProjectedInverseDynamics as ProjectedInverseDynamics
 from .pidc import force_auxiliary as force_auxiliary
 from .pidc import hybrid_motion_force as hybrid_motion_force

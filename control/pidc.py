@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxmb.model import _checked
 from jaxmb.projection import (
     ConstrainedSystem,
     ProjectedTerms,
@@ -26,6 +27,7 @@ from jaxmb.projection import (
     projected_terms,
 )
 from jaxmb.pseudo_inverse import pinv
+from jaxmb.simulate import AbstractStatefulController
 
 __all__ = [
     "independent_velocity_map",
@@ -35,6 +37,7 @@ __all__ = [
     "hybrid_motion_force",
     "force_auxiliary",
     "ProjectedInverseDynamics",
+    "HybridForceControl",
 ]
 
 
@@ -152,8 +155,8 @@ def force_auxiliary(
     F_d: Float[Array, " n"],
     F: Float[Array, " n"],
     integral: Float[Array, " n"],
-    G_F: float,
-    G_I: float,
+    G_F: float | Float[Array, ""],
+    G_I: float | Float[Array, ""],
 ) -> Float[Array, " n"]:
     r"""$u_{\mathcal F} = \mathcal F_d + G_F e_f + G_I\int_0^t e_f\,d\tau$, $e_f = \mathcal F_d - \mathcal F$
     (Aghili (2005) eq. (52)); ``integral`` is the running $\int e_f$. Closed with eq. (51) the
@@ -242,3 +245,43 @@ class ProjectedInverseDynamics(eqx.Module):
 
     def __call__(self, t, q, qd, desired) -> Float[Array, " n"]:
         return self.control(t, q, qd, desired)[0]
+
+
+class HybridForceControl(AbstractStatefulController):
+    r"""Hybrid motion/force control with an integral force loop (Aghili (2005) eqs. (51)-(52)):
+
+    $u_{\mathcal F} = \mathcal F_d + G_F e_f + G_I\int e_f$, $e_f = \mathcal F_d - \mathcal F_m$,
+    $f = h + \mu C_c\dot q + (I + \mu)PMu_p + u_{\mathcal F}$,
+
+    with the motion auxiliary ``u_p`` of the PIDC law (eq. (46)) and ``F_m`` the measured
+    constraint force (`jaxmb.plant.ForceSensedPlant`). The integral ``int e_f`` is this
+    controller's own state, integrated by `jaxmb.simulate`. With an exact model eq. (51) alone
+    gives ``F = u_F``; with model error the integral removes the steady force error.
+
+    Attributes:
+        pidc: the motion part (its ``system`` is the controller's model).
+        force_d: ``F_d(t, q)`` (n,), the desired constraint force; it must lie in R(A^T).
+        G_F, G_I: force gains (dimensionless, 1/s)."""
+
+    pidc: ProjectedInverseDynamics
+    force_d: Callable
+    G_F: Float[Array, ""]
+    G_I: Float[Array, ""]
+
+    def __init__(self, pidc, force_d, G_F, G_I):
+        self.pidc, self.force_d = pidc, force_d
+        self.G_F = _checked(G_F, lambda g: ~(g >= 0), "HybridForceControl: G_F must be >= 0", ())
+        self.G_I = _checked(G_I, lambda g: ~(g >= 0), "HybridForceControl: G_I must be >= 0", ())
+
+    def init(self, t0, y0, desired0):
+        del t0, desired0
+        return jnp.zeros_like(y0["q"])
+
+    def __call__(self, t, y, desired, c):
+        q, qd = y["q"], y["qd"]
+        F_m = y["actuators"]["force_sensor"]["F"]
+        F_d = self.force_d(t, q)
+        terms = projected_terms(self.pidc.system, q, qd)
+        u_p = self.pidc.acceleration(q, qd, desired)  # eq. (46)
+        u_F = force_auxiliary(F_d, F_m, c, self.G_F, self.G_I)  # eq. (52)
+        return hybrid_motion_force(terms, u_p, u_F), F_d - F_m  # eq. (51); d/dt int e_f

@@ -30,7 +30,7 @@ from .dynamics import forward_dynamics, gravity_forces
 from .hydraulics import BAR, HydraulicActuator
 from .model import Model, _checked
 
-__all__ = ["AbstractPlant", "HydraulicPlant", "limit_events", "events_summary"]
+__all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events", "events_summary"]
 
 
 class AbstractPlant(eqx.Module):
@@ -257,6 +257,69 @@ class HydraulicPlant(AbstractPlant):
                 out[f"spool_{a.name}"] = s["spool"][0]
         for name, value in zip(self.command_names, command, strict=True):
             out[name] = value
+        return out
+
+
+class ForceSensedPlant(AbstractPlant):
+    r"""A constrained system in dependent coordinates (Aghili (2005)) whose constraint force is
+    measured through a first-order sensor, ``tau dF_m/dt = F - F_m``, with ``F`` the constraint
+    force of eq. (32) under the applied input. The sensor's state is the plant's actuator state
+    ``y["actuators"]["force_sensor"]["F"]`` (n,), so a controller that feeds the measured force
+    back (Aghili eq. (52)) meets no algebraic loop: the reading lags the force as a real sensor
+    and its filter do.
+
+    Commands: the generalized input ``f`` (``tau_<coordinate>``). Without drift correction
+    (`simulate` corrects only bare `ConstrainedSystem` plants): for short runs at tight
+    tolerances the constraint residual stays at the solver's tolerance."""
+
+    system: object  # a jaxmb.projection.ConstrainedSystem
+    tau: Float[Array, ""]
+
+    def __init__(self, system, tau=0.01):
+        from .projection import ConstrainedSystem
+
+        if not isinstance(system, ConstrainedSystem):
+            raise ValueError(
+                f"ForceSensedPlant: system must be a ConstrainedSystem, got {type(system).__name__}"
+            )
+        self.system = system
+        self.tau = _checked(tau, lambda x: ~(x > 0), "ForceSensedPlant: tau must be > 0 s", ())
+
+    @property
+    def model(self) -> Model:
+        return self.system.model
+
+    @property
+    def command_names(self) -> tuple[str, ...]:
+        return tuple(f"tau_{c}" for c in self.coordinate_names)
+
+    def initial_state(self, q0, qd0, actuators=None) -> dict:
+        """The sensor starts at ``actuators["force_sensor"]["F"]``, by default zero."""
+        q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+        F = (
+            jnp.zeros_like(q0)
+            if actuators is None
+            else jnp.asarray(actuators["force_sensor"]["F"], float)
+        )
+        return {"q": q0, "qd": qd0, "actuators": {"force_sensor": {"F": F}}}
+
+    def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
+        from .projection import constraint_force
+        from .projection import forward_dynamics as projected_forward_dynamics
+
+        del t
+        q, qd = y["q"], y["qd"]
+        f = command if forces is None else command + forces
+        qdd = projected_forward_dynamics(self.system, q, qd, f, wrenches)
+        F = constraint_force(self.system, q, qd, f, wrenches)  # Aghili (2005) eq. (32)
+        dF = (F - y["actuators"]["force_sensor"]["F"]) / self.tau
+        return {"q": qd, "qd": qdd, "actuators": {"force_sensor": {"F": dF}}}
+
+    def signals(self, y, command) -> dict[str, Array]:
+        """``F_<coordinate>`` (the measured constraint force) and the commands."""
+        F = y["actuators"]["force_sensor"]["F"]
+        out = {f"F_{c}": F[i] for i, c in enumerate(self.coordinate_names)}
+        out.update({name: command[i] for i, name in enumerate(self.command_names)})
         return out
 
 
