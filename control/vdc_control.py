@@ -110,6 +110,15 @@ class VDCController(eqx.Module):
                 f"VDCController: the chain has {chain.n} segments; the plant has "
                 f"{len(plant.actuators)} cylinders and {plant.n} coordinates (one each expected)"
             )
+        stateful = [
+            a.name for a in plant.actuators if a.friction is not None and a.friction.n_states
+        ]
+        if stateful:
+            raise ValueError(
+                f"VDCController: the controller's friction model must be static (it does not "
+                f"measure bristle states); actuators {stateful} have LuGre friction. Give the "
+                "controller a plant model with friction='stribeck' (the plant may keep LuGre)"
+            )
         self.plant, self.chain, self.reference = plant, chain, reference
         n, m = plant.n, len(plant.actuators)
         self.lam = _gain("lam", lam, (n,))

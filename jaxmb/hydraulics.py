@@ -18,6 +18,8 @@ Carlo studies vmap over perturbed copies. SI units throughout: Pa, m, m^2, m^3, 
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -320,11 +322,11 @@ class AbstractFriction(eqx.Module):
 
     n_states: eqx.AbstractClassVar[int]
 
-    def force(self, v, z=None):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def force(self, v, z=None): ...
 
-    def z_rate(self, v, z):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def z_rate(self, v, z): ...
 
 
 class StribeckFriction(AbstractFriction):

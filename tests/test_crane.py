@@ -220,3 +220,9 @@ def test_command_table_errors(tmp_path):
     plant = jaxmb.models.lift_tilt_crane_plant()
     with pytest.raises(ValueError, match=r"no column for command\(s\) \['u_tilt'\]"):
         CommandTable([0, 1], [[0], [1]], ("u_lift",)).for_plant(plant)
+
+
+def test_vdc_controller_refuses_a_friction_state_it_cannot_measure():
+    lugre = jaxmb.models.lift_tilt_crane_plant(friction="lugre")
+    with pytest.raises(ValueError, match="friction model must be static"):
+        crane_controller(lugre)
