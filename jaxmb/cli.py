@@ -1,5 +1,6 @@
 """The ``jaxmb`` command.
 
+``jaxmb identify LOG --model NAME`` identifies a model from a logged experiment (the main job).
 ``jaxmb simulate`` runs the Section IV closed-loop scenario and writes its report.
 ``jaxmb state`` (also plain ``jaxmb``) prints, for the 3-DoF series-parallel arm at a given
 state, Gamma, the per-body Gamma_i, h, the gravity force and the forward-dynamics acceleration.
@@ -245,6 +246,47 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def identify_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb identify LOG --model NAME_OR_URDF --out DIR``: the main job."""
+    from pathlib import Path
+
+    log = Path(args.log)
+    for p in (log, *map(Path, args.validate)):
+        if not p.is_file():
+            raise SystemExit(f"jaxmb identify: no such log file {str(p)!r}")
+    out = Path(args.out)
+    _check_out(out)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.identification.identify import identify
+
+    terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
+    options = {} if terms is None else {"terms": terms}
+    print(f"jaxmb identify: {log} with model {args.model!r} -> {out}/")
+    try:
+        summary = identify(
+            log,
+            args.model,
+            out,
+            validate=args.validate,
+            method=args.method,
+            cutoff=args.cutoff,
+            stride=args.stride,
+            show_progress=not args.quiet,
+            **options,
+        )
+    except ValueError as err:
+        raise SystemExit(f"jaxmb identify: {err}") from None
+    print(f"route: {summary['route']}, method: {summary['method']}")
+    print(f"condition number {summary['condition_number']:.4g}")
+    print("fit RMSE: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["fit_rmse"].items()))
+    for name, rm in summary["validation_rmse"].items():
+        print(f"validation RMSE on {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxmb", description="Differentiable multibody dynamics for closed-chain manipulators."
@@ -294,6 +336,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress meter")
     p.set_defaults(func=simulate_cmd)
+    p = sub.add_parser(
+        "identify",
+        help="identify a model's parameters from a logged experiment (the main job)",
+        description="Identify inertial, drive, friction or hydraulic parameters from a log "
+        "(CSV or Parquet with a t column and SI signals named after the model's coordinates and "
+        "actuators; see jaxmb.identification.logs) and write a report.",
+    )
+    p.add_argument("log", help="the log to identify from (.csv or .parquet, sidecar .json)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="a built-in model (arm, kr300, crane) or the path of a URDF file",
+    )
+    p.add_argument("--out", default="out/identify", help="output folder (default out/identify)")
+    p.add_argument(
+        "--validate",
+        action="append",
+        default=[],
+        metavar="LOG2",
+        help="predict a further log with the identified model (repeatable)",
+    )
+    p.add_argument(
+        "--method",
+        choices=["consistent", "wls", "ols"],
+        default="consistent",
+        help="regressor route: physically consistent fit (default), base-parameter WLS or OLS",
+    )
+    p.add_argument(
+        "--cutoff", type=float, default=10.0, help="zero-phase low-pass cutoff, Hz (default 10)"
+    )
+    p.add_argument("--stride", type=int, default=1, help="keep every k-th filtered sample")
+    p.add_argument(
+        "--terms",
+        default=None,
+        help="joint drive/friction terms, comma separated, from armature, viscous, coulomb, "
+        "stribeck, offset (default armature,viscous,coulomb,offset; empty string for none)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=identify_cmd)
     return parser
 
 

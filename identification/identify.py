@@ -1,0 +1,199 @@
+"""`jaxmb identify`: the main job. A log in, a model users can trust out.
+
+``identify(log, model, out)`` picks the route from the model:
+
+- a mechanical model (the 3-DoF arm, the KR300, any URDF) with a log of positions and generalized
+  forces: the regressor route (`rigid.identify_rigid`): base parameters by weighted least
+  squares, then a physically consistent model;
+- the lift/tilt crane with a log of positions, pressures and valve commands: the output-error
+  route (`output_error`), hydraulic parameters by multiple shooting through the simulation.
+
+It writes into ``out``: ``summary.json`` (``fit_rmse``, ``validation_rmse`` per log, the method,
+the condition number, ...), ``parameters.csv`` (estimates with standard deviations and 95 %
+intervals), ``params.json`` (the identified model, `params_file`; `jaxmb simulate --params`
+loads it) and PNG plots of fit, validation and residuals.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import params_file, report
+from .logs import read_log, schema_for
+from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques
+
+__all__ = ["MODELS", "resolve_model", "identify"]
+
+
+def _arm():
+    from jaxmb.models import series_parallel_3dof
+
+    return series_parallel_3dof()
+
+
+def _kr300():
+    from jaxmb.models.kr300 import kr300
+
+    return kr300()
+
+
+def _crane():
+    from jaxmb.models.crane import lift_tilt_crane_plant
+
+    return lift_tilt_crane_plant(full=True)
+
+
+# built-in models: name -> (constructor, route)
+MODELS: dict[str, tuple[Callable, str]] = {
+    "arm": (_arm, "rigid"),
+    "kr300": (_kr300, "rigid"),
+    "crane": (_crane, "hydraulic"),
+}
+
+
+def resolve_model(name_or_urdf: str):
+    """``(name, model or plant, route)`` for a built-in name or a URDF path."""
+    if name_or_urdf in MODELS:
+        make, route = MODELS[name_or_urdf]
+        return name_or_urdf, make(), route
+    path = Path(name_or_urdf)
+    if path.suffix.lower() == ".urdf":
+        if not path.is_file():
+            raise ValueError(f"--model: no such URDF file {str(path)!r}")
+        from jaxmb.models.urdf import load_urdf
+
+        return path.stem, load_urdf(path), "rigid"
+    raise ValueError(
+        f"--model: expected one of {sorted(MODELS)} or a path to a .urdf file, got {name_or_urdf!r}"
+    )
+
+
+def _rmse(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> dict:
+    err = np.sqrt(np.mean((np.asarray(measured) - np.asarray(predicted)) ** 2, axis=0))
+    return {n: float(e) for n, e in zip(names, err, strict=True)}
+
+
+def _identify_rigid(name, model, log_path, out, validate, options, progress):
+    schema = schema_for(model)
+    required = tuple(model.coordinate_names) + tuple(f"tau_{c}" for c in model.coordinate_names)
+    log = read_log(log_path, schema, required=required)
+    progress("identifying (regressor route)")
+    res = identify_rigid(model, log, **options)
+    cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
+    cols = [f"tau_{c}" for c in model.coordinate_names]
+    s, tau_hat = predict_torques(res, log, cutoff=cutoff, edge=edge)
+    fit_rmse = _rmse(s.tau, tau_hat, cols)
+    series = {"fit": (Path(log_path).stem, s, tau_hat)}
+    validation = {}
+    for v in validate:
+        progress(f"validating on {Path(v).name}")
+        vlog = read_log(v, schema, required=required)
+        vs, vtau = predict_torques(res, vlog, cutoff=cutoff, edge=edge)
+        validation[Path(v).stem] = _rmse(vs.tau, vtau, cols)
+        series[Path(v).stem] = (Path(v).stem, vs, vtau)
+    progress("writing the report")
+    fit = res.fit
+    ci = fit.interval(0.95)
+    rows = [
+        {
+            "parameter": e,
+            "value": float(th),
+            "std": float(sd),
+            "rel_std_percent": float(r),
+            "ci95_low": float(lo),
+            "ci95_high": float(hi),
+        }
+        for e, th, sd, r, (lo, hi) in zip(
+            res.base.expressions(), fit.theta, fit.std, fit.relative_std, ci, strict=True
+        )
+    ]
+    report.write_table(out / "parameters.csv", rows)
+    uncertainty = {r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows}
+    params_file.write_params(
+        out / "params.json",
+        model_name=name,
+        method=res.method,
+        model=res.model,
+        joints=res.joint,
+        joint_model={
+            "terms": list(res.terms),
+            "coulomb_width": res.coulomb_width,
+            "stribeck_velocity": res.stribeck_velocity,
+        },
+        uncertainty=uncertainty,
+        source={"log": str(log_path), "validation": [str(v) for v in validate]},
+    )
+    plots = report.torque_plots(out, series, model.coordinate_names)
+    return {
+        "route": "regressor",
+        "method": {
+            "consistent": "base-parameter WLS, then a physically consistent (log-Cholesky) fit",
+            "wls": "base-parameter WLS (one noise level per joint)",
+            "ols": "base-parameter OLS",
+        }[res.method],
+        "method_key": res.method,
+        "condition_number": fit.condition,
+        "n_base_parameters": res.base.rank,
+        "n_standard_parameters": len(res.names),
+        "unidentifiable": list(res.base.unidentifiable),
+        "weak_directions": res.weak,
+        "physically_consistent": res.consistent,
+        "samples": int(s.t.size),
+        "fit_rmse": fit_rmse,
+        "validation_rmse": validation,
+        "plots": plots,
+    }
+
+
+def identify(
+    log_path,
+    model: str,
+    out,
+    *,
+    validate: Sequence[str] = (),
+    method: str = "consistent",
+    cutoff: float = 10.0,
+    stride: int = 1,
+    terms: Sequence[str] = DEFAULT_TERMS,
+    show_progress: bool = True,
+) -> dict:
+    """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
+
+    def progress(stage: str):
+        bar.set_description_str(stage)
+        bar.update(1)
+
+    try:
+        progress("loading the model")
+        name, m, route = resolve_model(model)
+        if route == "rigid":
+            options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms))
+            summary = _identify_rigid(name, m, log_path, out, validate, options, progress)
+        else:
+            from .hydraulic_route import identify_hydraulic
+
+            summary = identify_hydraulic(name, m, log_path, out, validate, progress)
+        bar.update(bar.total - bar.n)
+    finally:
+        bar.close()
+    summary = {
+        "model": name,
+        "log": str(log_path),
+        "validation_logs": [str(v) for v in validate],
+        **summary,
+        "params_file": "params.json",
+        "time_s": time.perf_counter() - t0,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    return summary

@@ -1,0 +1,117 @@
+"""Identified parameters as a file users keep (DESIGN.md "Files users keep"): one JSON file per
+identified model, naming the model and the jaxmb version, read back by `jaxmb simulate --params`
+and the control tools.
+
+Layout (SI units throughout)::
+
+    {"format": "jaxmb-params", "version": 1, "jaxmb": "0.1.0",
+     "model": "kr300", "method": "consistent", "source": {"log": ..., ...},
+     "bodies": {"<body>": {"mass": kg, "com": [m x3], "inertia": [[kg m^2 x3] x3]}},
+     "joints": {"<coordinate>": {"armature": ..., "viscous": ..., "coulomb": ..., ...}},
+     "joint_model": {"coulomb_width": rad/s, "stribeck_velocity": rad/s},
+     "hydraulics": {"<selector>": value},
+     "uncertainty": {"<parameter>": {"value": ..., "std": ...}}}
+
+``inertia`` is about the COM in body-frame axes, as in `jaxmb.Body`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from jaxmb.model import Model, replace_body
+
+__all__ = ["FORMAT", "write_params", "read_params", "apply_bodies"]
+
+FORMAT = "jaxmb-params"
+
+
+def _bodies(model: Model) -> dict:
+    return {
+        b.name: {
+            "mass": float(b.mass),
+            "com": np.asarray(b.com).tolist(),
+            "inertia": np.asarray(b.inertia).tolist(),
+        }
+        for b in model.bodies
+    }
+
+
+def write_params(
+    path,
+    *,
+    model_name: str,
+    method: str,
+    model: Model | None = None,
+    joints: dict | None = None,
+    joint_model: dict | None = None,
+    hydraulics: dict | None = None,
+    uncertainty: dict | None = None,
+    source: dict | None = None,
+) -> Path:
+    """Write the parameter file; returns its path."""
+    from jaxmb import __version__
+
+    doc = {
+        "format": FORMAT,
+        "version": 1,
+        "jaxmb": __version__,
+        "model": model_name,
+        "method": method,
+        "source": source or {},
+        "bodies": _bodies(model) if model is not None else {},
+        "joints": joints or {},
+        "joint_model": joint_model or {},
+        "hydraulics": hydraulics or {},
+        "uncertainty": uncertainty or {},
+    }
+    path = Path(path)
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def read_params(path, *, model_name: str | None = None) -> dict:
+    """Read and check a parameter file. With ``model_name``, refuse a file for another model."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"--params: no such file {str(path)!r}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--params: {path} is not JSON ({err})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"--params: {path} is not a jaxmb parameter file (format != {FORMAT!r})")
+    if doc.get("version") != 1:
+        raise ValueError(f"--params: {path}: unsupported version {doc.get('version')!r}")
+    if model_name is not None and doc.get("model") != model_name:
+        raise ValueError(
+            f"--params: {path} holds parameters of model {doc.get('model')!r}, not {model_name!r}"
+        )
+    for key in ("bodies", "joints", "hydraulics"):
+        if not isinstance(doc.get(key, {}), dict):
+            raise ValueError(f"--params: {path}: field {key!r} must be a mapping")
+    return doc
+
+
+def apply_bodies(model: Model, doc: dict) -> Model:
+    """``model`` with the bodies of a parameter file (validated by `jaxmb.Body`; unknown body
+    names raise)."""
+    for name, b in doc.get("bodies", {}).items():
+        if name not in model.body_names:
+            raise ValueError(
+                f"--params: body {name!r} is not in the model; bodies are {list(model.body_names)}"
+            )
+        for key in ("mass", "com", "inertia"):
+            if key not in b:
+                raise ValueError(f"--params: body {name!r} lacks {key!r}")
+        model = replace_body(
+            model,
+            name,
+            mass=np.asarray(b["mass"], float),
+            com=np.asarray(b["com"], float),
+            inertia=np.asarray(b["inertia"], float),
+        )
+    return model

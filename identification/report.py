@@ -1,0 +1,83 @@
+"""Report files of `jaxmb identify`: the parameter table and the fit, validation and residual
+plots (measured vs predicted)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["write_table", "torque_plots", "series_plots"]
+
+
+def write_table(path, rows: Sequence[Mapping]) -> Path:
+    """A CSV with one row per mapping (the keys of the first row as header)."""
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        if rows:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    return path
+
+
+def series_plots(
+    out: Path,
+    series: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    labels: Sequence[str],
+    *,
+    unit: str,
+    scale: float = 1.0,
+) -> list[str]:
+    """For each entry ``{tag: (t, measured (N, k), predicted (N, k))}``: ``<tag>.png`` with
+    measured and predicted per column, and ``residuals_<tag>.png`` with the residual over time
+    and its histogram."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for tag, (t, meas, pred) in series.items():
+        k = len(labels)
+        fig, axes = plt.subplots(k, 1, figsize=(9, 1.8 * k + 0.6), sharex=True, squeeze=False)
+        for i, (ax, lab) in enumerate(zip(axes[:, 0], labels, strict=True)):
+            ax.plot(t, meas[:, i] / scale, lw=0.8, label="measured")
+            ax.plot(t, pred[:, i] / scale, lw=0.8, label="predicted")
+            rmse = np.sqrt(np.mean((meas[:, i] - pred[:, i]) ** 2)) / scale
+            ax.set_ylabel(f"{lab} ({unit})")
+            ax.set_title(f"RMSE {rmse:.3g} {unit}", fontsize=8, loc="right")
+        axes[0, 0].legend(loc="upper left", fontsize=8)
+        axes[-1, 0].set_xlabel("t (s)")
+        fig.suptitle(f"{tag}: measured vs predicted")
+        fig.tight_layout()
+        fig.savefig(out / f"{tag}.png", dpi=110)
+        plt.close(fig)
+        written.append(f"{tag}.png")
+
+        fig, axes = plt.subplots(k, 2, figsize=(10, 1.8 * k + 0.6), squeeze=False,
+                                 gridspec_kw={"width_ratios": [3, 1]})  # fmt: skip
+        for i, lab in enumerate(labels):
+            r = (meas[:, i] - pred[:, i]) / scale
+            axes[i, 0].plot(t, r, lw=0.6)
+            axes[i, 0].set_ylabel(f"{lab} ({unit})")
+            axes[i, 1].hist(r, bins=50)
+        axes[-1, 0].set_xlabel("t (s)")
+        fig.suptitle(f"{tag}: residuals (measured - predicted)")
+        fig.tight_layout()
+        fig.savefig(out / f"residuals_{tag}.png", dpi=110)
+        plt.close(fig)
+        written.append(f"residuals_{tag}.png")
+    return written
+
+
+def torque_plots(out: Path, series: Mapping, coordinates: Sequence[str]) -> list[str]:
+    """Generalized-force plots of the regressor route: ``fit_<log>`` and ``validation_<log>``."""
+    tagged = {}
+    for key, (stem, s, tau_hat) in series.items():
+        tag = f"fit_{stem}" if key == "fit" else f"validation_{stem}"
+        tagged[tag] = (s.t, s.tau, tau_hat)
+    return series_plots(out, tagged, [f"tau_{c}" for c in coordinates], unit="N m | N")

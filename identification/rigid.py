@@ -1,0 +1,262 @@
+r"""The regressor route: inertial, drive and friction parameters of a mechanical model from a log
+of positions and generalized forces, by inverse-dynamics least squares.
+
+Pipeline (Gautier (1990); Swevers et al. (1997); Wensing, Kim & Slotine (2017)):
+
+1. positions are low-passed without phase lag and differentiated (`signals.estimate_derivatives`),
+   the measured forces through the same filter, so that both sides of ``tau = W pi`` carry the
+   same (zero) delay; ``edge`` samples at each end, where the zero-phase filter is least
+   accurate, are dropped, and the rest decimated by ``stride`` (the filter is the anti-alias
+   filter; Gautier's "parallel filtering");
+2. the regressor `regressor.full_regressor` is stacked and reduced to base parameters;
+3. base parameters by weighted least squares with one noise level per joint equation
+   (`least_squares.least_squares`), with standard deviations, confidence intervals, the
+   condition number and weak directions;
+4. ``method="consistent"``: a physically consistent model (every body's pseudo-inertia positive
+   definite, log-Cholesky parameters, `consistent.fit_consistent`) fitted to the same equations,
+   regularised toward the prior model by the log-det divergence; ``method="wls"``: the standard
+   parameters closest to the prior that reproduce the base estimate
+   (``pi = pi_0 + K^+ (pi_b - K pi_0)``), which may not be a realisable rigid body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.dynamics import inertial_parameters
+from jaxmb.model import Model, replace_body
+
+from . import consistent as cons
+from . import regressor as rg
+from .least_squares import LeastSquaresFit, least_squares, weak_directions
+from .logs import Log
+from .signals import estimate_derivatives
+
+__all__ = [
+    "DEFAULT_TERMS",
+    "RigidSamples",
+    "RigidIdentification",
+    "rigid_samples",
+    "identify_rigid",
+    "predict_torques",
+    "model_from_parameters",
+]
+
+DEFAULT_TERMS = ("armature", "viscous", "coulomb", "offset")
+METHODS = ("wls", "ols", "consistent")
+
+
+class RigidSamples(eqx.Module):
+    """Filtered samples of a log, ready for the regressor: ``t (N,)``, ``q, qd, qdd, tau (N, n)``."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
+
+
+def rigid_samples(
+    model: Model, log: Log, *, cutoff: float, stride: int = 1, edge: float | None = None
+) -> RigidSamples:
+    """Positions, their derivatives and the generalized forces ``tau_<c>`` of every coordinate,
+    zero-phase filtered at ``cutoff`` Hz; ``edge`` seconds (default ``3 / cutoff``, where the
+    filtered acceleration error falls below 0.1 % of its peak) dropped at both ends; every
+    ``stride``-th sample kept."""
+    edge = 3.0 / cutoff if edge is None else edge
+    names = model.coordinate_names
+    missing = [c for c in names if not log.has(c)] + [
+        f"tau_{c}" for c in names if not log.has(f"tau_{c}")
+    ]
+    if missing:
+        raise ValueError(
+            f"log: missing columns {missing}; the regressor route needs every coordinate's "
+            "position and generalized force"
+        )
+    f = estimate_derivatives(log, names, cutoff=cutoff)
+    t = np.asarray(f.t)
+    keep = (t >= t[0] + edge) & (t <= t[-1] - edge)
+    idx = np.flatnonzero(keep)[::stride]
+    if idx.size < 2:
+        raise ValueError(f"log: too short for edge={edge} s and stride={stride}")
+
+    def stack(fmt):
+        return np.stack([np.asarray(f[fmt.format(c)]) for c in names], axis=1)[idx]
+
+    return RigidSamples(
+        t=t[idx],
+        q=stack("{}"),
+        qd=stack("qd_{}"),
+        qdd=stack("qdd_{}"),
+        tau=stack("tau_{}"),
+    )
+
+
+class RigidIdentification(eqx.Module):
+    """The result of `identify_rigid`.
+
+    Attributes:
+        model: the identified model (standard parameters; physically consistent for
+            ``method="consistent"``, see ``consistent``).
+        joint: ``{coordinate: {term: value}}`` drive and friction coefficients (SI).
+        terms: the joint terms in the regressor.
+        names: all standard parameter names; ``pi`` their values.
+        base: base parameters of the excitation.
+        fit: the weighted least-squares estimate of the base parameters and its statistics.
+        consistent: per body, whether its estimate is a realisable rigid body.
+        method, coulomb_width, stribeck_velocity: the options used.
+        weak: weak directions of the base regressor.
+    """
+
+    model: Model
+    joint: dict
+    terms: tuple[str, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+    pi: np.ndarray
+    base: rg.BaseParameters
+    fit: LeastSquaresFit
+    consistent: dict
+    method: str = eqx.field(static=True)
+    coulomb_width: float = eqx.field(static=True)
+    stribeck_velocity: float = eqx.field(static=True)
+    weak: list
+
+
+def model_from_parameters(model: Model, pi: np.ndarray) -> Model:
+    """``model`` with each body's mass, COM and COM inertia from its 10 standard parameters
+    (inverse of `jaxmb.inertial_parameters`). Raises naming the body if one is not a realisable
+    rigid body (mass <= 0 or inertia not physical)."""
+    pi = np.asarray(pi, dtype=float).reshape(len(model.bodies), 10)
+    for b, p in zip(model.bodies, pi, strict=True):
+        m, h = p[0], p[1:4]
+        if not m > 0:
+            raise ValueError(f"body {b.name!r}: identified mass {m:.6g} kg is not positive")
+        c = h / m
+        Ixx, Ixy, Iyy, Ixz, Iyz, Izz = p[4:]
+        I_O = np.array([[Ixx, Ixy, Ixz], [Ixy, Iyy, Iyz], [Ixz, Iyz, Izz]])
+        I_C = I_O - m * (np.dot(c, c) * np.eye(3) - np.outer(c, c))  # parallel axes
+        model = replace_body(model, b.name, mass=m, com=c, inertia=I_C)
+    return model
+
+
+def _split(names, terms, model, pi):
+    nb = 10 * len(model.bodies)
+    k = len(terms)
+    joint = {
+        c: {t: float(pi[nb + i * k + j]) for j, t in enumerate(terms)}
+        for i, c in enumerate(model.coordinate_names)
+    }
+    return pi[:nb], joint
+
+
+def identify_rigid(
+    model: Model,
+    log: Log,
+    *,
+    terms: Sequence[str] = DEFAULT_TERMS,
+    method: str = "consistent",
+    cutoff: float = 10.0,
+    stride: int = 1,
+    edge: float | None = None,
+    coulomb_width: float = 1e-2,
+    stribeck_velocity: float = 0.1,
+    prior_weight: float = 1e-3,
+    prior_joint: dict | None = None,
+) -> RigidIdentification:
+    """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log``.
+
+    ``model`` supplies the structure and the prior (CAD) inertial values; ``prior_joint``
+    optional prior joint-term values (start of the consistent fit). See the module docstring."""
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    terms = tuple(terms)
+    s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge)
+    names = rg.parameter_names(model, terms)
+    W = rg.stacked_regressor(
+        model,
+        s.q,
+        s.qd,
+        s.qdd,
+        terms,
+        coulomb_width=coulomb_width,
+        stribeck_velocity=stribeck_velocity,
+    )
+    W = np.asarray(W).reshape(-1, len(names))
+    y = s.tau.reshape(-1)
+    if W.shape[0] <= len(names):
+        raise ValueError(
+            f"log: {s.t.size} samples x {model.n} equations = {W.shape[0]} rows for "
+            f"{len(names)} parameters; log longer, or lower the stride"
+        )
+    base = rg.base_parameters(W, names)
+    Wb = base.reduce(W)
+    groups = np.tile(np.arange(model.n), s.t.size)  # one noise level per joint equation
+    fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
+    pi0 = np.asarray(rg.standard_parameters(model, terms, prior_joint))
+    K = np.asarray(base.K)
+    if method == "consistent":
+        nb = len(model.bodies)
+        Y_in, Y_ex = W[:, : 10 * nb], W[:, 10 * nb :]
+        w = 1.0 / fit.row_sigma[groups] if fit.row_sigma.size == model.n else None
+        prior = inertial_parameters(model)
+        res = cons.fit_consistent(
+            jnp.asarray(Y_in),
+            jnp.asarray(y),
+            theta0=cons.parameters_to_log_cholesky(prior),
+            extra0=jnp.asarray(pi0[10 * nb :]),
+            Y_extra=jnp.asarray(Y_ex),
+            weights=None if w is None else jnp.asarray(w),
+            prior=prior,
+            prior_weight=prior_weight,
+        )
+        pi = np.concatenate([np.asarray(res.pi).ravel(), np.asarray(res.extra)])
+    else:
+        # the standard parameters nearest the prior that reproduce the base estimate
+        pi = pi0 + np.linalg.pinv(K) @ (fit.theta - K @ pi0)
+    inertial, joint = _split(names, terms, model, pi)
+    consistent = {
+        b.name: bool(cons.is_physically_consistent(jnp.asarray(p)))
+        for b, p in zip(model.bodies, inertial.reshape(-1, 10), strict=True)
+    }
+    try:
+        new = model_from_parameters(model, inertial)
+    except ValueError:
+        new = model  # not realisable: keep the structure; `consistent` says which body failed
+    return RigidIdentification(
+        model=new,
+        joint=joint,
+        terms=terms,
+        names=names,
+        pi=pi,
+        base=base,
+        fit=fit,
+        consistent=consistent,
+        method=method,
+        coulomb_width=coulomb_width,
+        stribeck_velocity=stribeck_velocity,
+        weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
+                             if fit.row_sigma.size == model.n else Wb, base.base_names),
+    )  # fmt: skip
+
+
+def predict_torques(
+    result: RigidIdentification, log: Log, *, cutoff: float = 10.0, edge: float | None = None
+) -> tuple[RigidSamples, np.ndarray]:
+    """Generalized forces the identified model predicts on ``log`` (filtered like the fit), and
+    the filtered samples they are compared with: ``(samples, tau_hat (N, n))``."""
+    s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge)
+    W = rg.stacked_regressor(
+        result.model,
+        s.q,
+        s.qd,
+        s.qdd,
+        result.terms,
+        coulomb_width=result.coulomb_width,
+        stribeck_velocity=result.stribeck_velocity,
+    )
+    tau = np.einsum("tnp,p->tn", np.asarray(W), result.pi)
+    return s, tau
