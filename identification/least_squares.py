@@ -123,9 +123,11 @@ def least_squares(
     if w.shape != (m,) or not (np.isfinite(w).all() and (w > 0).all()):
         raise ValueError(f"weights: expected {m} finite positive numbers")
     theta, A, res = solve(w)
-    if np.linalg.matrix_rank(A) < r:
+    norms = np.linalg.norm(A, axis=0)
+    rank = np.linalg.matrix_rank(A / np.where(norms > 0, norms, 1.0))  # units do not count
+    if rank < r:
         raise ValueError(
-            f"the regressor has rank {np.linalg.matrix_rank(A)} < {r} columns: reduce it to "
+            f"the regressor has rank {rank} < {r} columns: reduce it to "
             "base parameters (regressor.base_parameters) or excite the system more"
         )
     if groups is not None:
