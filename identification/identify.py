@@ -42,11 +42,24 @@ def _kr300():
     return kr300()
 
 
+def _kr300_forces() -> dict:
+    """The KR300's axis-2 gas-spring counterbalance as a known force with an identified scale."""
+    import jax.numpy as jnp
+
+    from jaxmb.models.kr300 import KR300Counterbalance
+
+    spring = KR300Counterbalance()
+    return {"counterbalance": lambda q: jnp.zeros_like(q).at[1].set(spring(q[1]))}
+
+
 def _crane():
     from jaxmb.models.crane import lift_tilt_crane_plant
 
     return lift_tilt_crane_plant(full=True)
 
+
+# known generalized forces of built-in models (identified as scales)
+FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
 
 # built-in models: name -> (constructor, route)
 MODELS: dict[str, tuple[Callable, str]] = {
@@ -125,6 +138,7 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress):
             "coulomb_width": res.coulomb_width,
             "stribeck_velocity": res.stribeck_velocity,
         },
+        forces=res.scales,
         uncertainty=uncertainty,
         source={"log": str(log_path), "validation": [str(v) for v in validate]},
     )
@@ -179,6 +193,8 @@ def identify(
         name, m, route = resolve_model(model)
         if route == "rigid":
             options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms))
+            if name in FORCES:
+                options["forces"] = FORCES[name]()
             summary = _identify_rigid(name, m, log_path, out, validate, options, progress)
         else:
             from .hydraulic_route import identify_hydraulic

@@ -10,6 +10,7 @@ Layout (SI units throughout)::
      "joints": {"<coordinate>": {"armature": ..., "viscous": ..., "coulomb": ..., ...}},
      "joint_model": {"coulomb_width": rad/s, "stribeck_velocity": rad/s},
      "hydraulics": {"<selector>": value},
+     "forces": {"<known force>": scale},
      "uncertainty": {"<parameter>": {"value": ..., "std": ...}}}
 
 ``inertia`` is about the COM in body-frame axes, as in `jaxmb.Body`.
@@ -49,6 +50,7 @@ def write_params(
     joints: dict | None = None,
     joint_model: dict | None = None,
     hydraulics: dict | None = None,
+    forces: dict | None = None,
     uncertainty: dict | None = None,
     source: dict | None = None,
 ) -> Path:
@@ -66,6 +68,7 @@ def write_params(
         "joints": joints or {},
         "joint_model": joint_model or {},
         "hydraulics": hydraulics or {},
+        "forces": forces or {},
         "uncertainty": uncertainty or {},
     }
     path = Path(path)

@@ -21,9 +21,10 @@ Pipeline (Gautier (1990); Swevers et al. (1997); Wensing, Kim & Slotine (2017)):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -109,6 +110,7 @@ class RigidIdentification(eqx.Module):
         fit: the weighted least-squares estimate of the base parameters and its statistics.
         consistent: per body, whether its estimate is a realisable rigid body.
         method, coulomb_width, stribeck_velocity: the options used.
+        forces: the known generalized forces ``{name: f(q)}``; scales: their identified scales.
         weak: weak directions of the base regressor.
     """
 
@@ -121,6 +123,9 @@ class RigidIdentification(eqx.Module):
     fit: LeastSquaresFit
     consistent: dict
     method: str = eqx.field(static=True)
+    forces: dict = eqx.field(static=True)
+    known_forces: dict = eqx.field(static=True)
+    scales: dict
     coulomb_width: float = eqx.field(static=True)
     stribeck_velocity: float = eqx.field(static=True)
     weak: list
@@ -166,11 +171,18 @@ def identify_rigid(
     stribeck_velocity: float = 0.1,
     prior_weight: float = 1e-3,
     prior_joint: dict | None = None,
+    forces: Mapping[str, Callable] | None = None,
+    known_forces: Mapping[str, Callable] | None = None,
 ) -> RigidIdentification:
     """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log``.
 
     ``model`` supplies the structure and the prior (CAD) inertial values; ``prior_joint``
-    optional prior joint-term values (start of the consistent fit). See the module docstring."""
+    optional prior joint-term values (start of the consistent fit). ``forces`` are known
+    position-dependent generalized forces on the model's right-hand side (like gravity, e.g. a
+    counterbalance spring ``f(q) -> (n,)``), each with an identified scale ``<name>.scale``
+    (prior 1): ``tau = W pi - sum_k s_k f_k(q)``; ``known_forces`` enter with scale 1, not
+    identified (e.g. a spring whose parameters come from a datasheet, when the log's range of
+    motion cannot separate it from gravity). See the module docstring."""
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
@@ -185,7 +197,11 @@ def identify_rigid(
         coulomb_width=coulomb_width,
         stribeck_velocity=stribeck_velocity,
     )
-    W = np.asarray(W).reshape(-1, len(names))
+    forces = dict(forces or {})
+    known = dict(known_forces or {})
+    s = _minus_known(s, known)
+    W = _with_forces(np.asarray(W), s.q, forces).reshape(s.t.size * model.n, -1)
+    names = names + tuple(f"{k}.scale" for k in forces)
     y = s.tau.reshape(-1)
     if W.shape[0] <= len(names):
         raise ValueError(
@@ -196,7 +212,9 @@ def identify_rigid(
     Wb = base.reduce(W)
     groups = np.tile(np.arange(model.n), s.t.size)  # one noise level per joint equation
     fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
-    pi0 = np.asarray(rg.standard_parameters(model, terms, prior_joint))
+    pi0 = np.concatenate(
+        [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
+    )
     K = np.asarray(base.K)
     if method == "consistent":
         nb = len(model.bodies)
@@ -218,6 +236,7 @@ def identify_rigid(
         # the standard parameters nearest the prior that reproduce the base estimate
         pi = pi0 + np.linalg.pinv(K) @ (fit.theta - K @ pi0)
     inertial, joint = _split(names, terms, model, pi)
+    scales = {k: float(v) for k, v in zip(forces, pi[len(pi) - len(forces) :], strict=True)}
     consistent = {
         b.name: bool(cons.is_physically_consistent(jnp.asarray(p)))
         for b, p in zip(model.bodies, inertial.reshape(-1, 10), strict=True)
@@ -236,6 +255,9 @@ def identify_rigid(
         fit=fit,
         consistent=consistent,
         method=method,
+        forces=forces,
+        known_forces=known,
+        scales=scales,
         coulomb_width=coulomb_width,
         stribeck_velocity=stribeck_velocity,
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
@@ -258,5 +280,35 @@ def predict_torques(
         coulomb_width=result.coulomb_width,
         stribeck_velocity=result.stribeck_velocity,
     )
-    tau = np.einsum("tnp,p->tn", np.asarray(W), result.pi)
+    W = _with_forces(np.asarray(W), s.q, result.forces)
+    tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.q, result.known_forces)
     return s, tau
+
+
+def _force_sum(Q: np.ndarray, forces: Mapping[str, Callable]) -> np.ndarray:
+    """``sum_k f_k(q)`` at every sample, ``(N, n)``."""
+    total = np.zeros_like(Q)
+    for k, f in forces.items():
+        v = np.asarray(jax.vmap(f)(jnp.asarray(Q)))
+        if v.shape != Q.shape:
+            raise ValueError(f"known_forces[{k!r}]: expected f(q) of shape {Q.shape[1:]}")
+        total = total + v
+    return total
+
+
+def _minus_known(s: RigidSamples, known: Mapping[str, Callable]) -> RigidSamples:
+    """Move known right-hand-side forces to the measured side: ``tau + sum_k f_k(q)``."""
+    if not known:
+        return s
+    return eqx.tree_at(lambda x: x.tau, s, s.tau + _force_sum(s.q, known))
+
+
+def _with_forces(W: np.ndarray, Q: np.ndarray, forces: Mapping[str, Callable]) -> np.ndarray:
+    """Append one column ``-f_k(q)`` per known force to the stacked regressor ``(N, n, p)``."""
+    if not forces:
+        return W
+    cols = [-np.asarray(jax.vmap(f)(jnp.asarray(Q))) for f in forces.values()]
+    for k, c in zip(forces, cols, strict=True):
+        if c.shape != W.shape[:2]:
+            raise ValueError(f"forces[{k!r}]: expected f(q) of shape ({W.shape[1]},), got {c.shape[1:]}")
+    return np.concatenate([W, np.stack(cols, axis=-1)], axis=-1)

@@ -3,6 +3,7 @@
 from .crane import lift_tilt_crane as lift_tilt_crane
 from .crane import lift_tilt_crane_plant as lift_tilt_crane_plant
 from .crank import slider_crank as slider_crank
+from .kr300 import kr300 as kr300
 from .planar_rpr import rpr3 as rpr3
 from .random_tree import random_tree_urdf as random_tree_urdf
 from .random_tree import serial_chain as serial_chain
