@@ -43,7 +43,10 @@ def _kr300():
 
 
 def _kr300_forces() -> dict:
-    """The KR300's axis-2 gas-spring counterbalance as a known force with an identified scale."""
+    """The KR300's axis-2 gas-spring counterbalance (`jaxmb.models.kr300.KR300Counterbalance`,
+    the authors' CAD-based law) as a known generalized force. It is not scaled by the fit: the
+    recordings move q2 over half a radian, where the spring and gravity are nearly collinear
+    (a free scale came out anywhere between 0.1 and 2 depending on the friction terms)."""
     import jax.numpy as jnp
 
     from jaxmb.models.kr300 import KR300Counterbalance
@@ -58,8 +61,8 @@ def _crane():
     return lift_tilt_crane_plant(full=True)
 
 
-# known generalized forces of built-in models (identified as scales)
-FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
+# known generalized forces of built-in models (springs, counterbalances)
+KNOWN_FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
 
 # built-in models: name -> (constructor, route)
 MODELS: dict[str, tuple[Callable, str]] = {
@@ -100,14 +103,14 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress):
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
     cols = [f"tau_{c}" for c in model.coordinate_names]
     s, tau_hat = predict_torques(res, log, cutoff=cutoff, edge=edge)
-    fit_rmse = _rmse(s.tau, tau_hat, cols)
+    fit_rmse = _rmse(s.at("tau"), tau_hat, cols)
     series = {"fit": (Path(log_path).stem, s, tau_hat)}
     validation = {}
     for v in validate:
         progress(f"validating on {Path(v).name}")
         vlog = read_log(v, schema, required=required)
         vs, vtau = predict_torques(res, vlog, cutoff=cutoff, edge=edge)
-        validation[Path(v).stem] = _rmse(vs.tau, vtau, cols)
+        validation[Path(v).stem] = _rmse(vs.at("tau"), vtau, cols)
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
     progress("writing the report")
     fit = res.fit
@@ -151,13 +154,15 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress):
             "ols": "base-parameter OLS",
         }[res.method],
         "method_key": res.method,
+        "known_forces": list(res.known_forces),
+        "cutoff_hz": cutoff,
         "condition_number": fit.condition,
         "n_base_parameters": res.base.rank,
         "n_standard_parameters": len(res.names),
         "unidentifiable": list(res.base.unidentifiable),
         "weak_directions": res.weak,
         "physically_consistent": res.consistent,
-        "samples": int(s.t.size),
+        "samples": int(s.index.size),
         "fit_rmse": fit_rmse,
         "validation_rmse": validation,
         "plots": plots,
@@ -174,6 +179,7 @@ def identify(
     cutoff: float = 10.0,
     stride: int = 1,
     terms: Sequence[str] = DEFAULT_TERMS,
+    prior_weight: float = 0.1,
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -192,9 +198,10 @@ def identify(
         progress("loading the model")
         name, m, route = resolve_model(model)
         if route == "rigid":
-            options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms))
-            if name in FORCES:
-                options["forces"] = FORCES[name]()
+            options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms),
+                           prior_weight=prior_weight)  # fmt: skip
+            if name in KNOWN_FORCES:
+                options["known_forces"] = KNOWN_FORCES[name]()
             summary = _identify_rigid(name, m, log_path, out, validate, options, progress)
         else:
             from .hydraulic_route import identify_hydraulic
@@ -211,5 +218,6 @@ def identify(
         "params_file": "params.json",
         "time_s": time.perf_counter() - t0,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
+    (out / "summary.json").write_text(text + "\n")
     return summary

@@ -53,6 +53,21 @@ class LeastSquaresFit(eqx.Module):
         k = scipy.stats.t.ppf(0.5 + level / 2, max(self.dof, 1))
         return np.stack([self.theta - k * self.std, self.theta + k * self.std], axis=-1)
 
+    def inflated(self, factor: float) -> LeastSquaresFit:
+        """The same estimate with variances times ``factor`` (e.g. for residuals correlated
+        over ``factor`` rows, as after a low-pass filter: fewer independent equations)."""
+        if not factor >= 1:
+            raise ValueError(f"factor: expected >= 1, got {factor}")
+        return LeastSquaresFit(
+            theta=self.theta,
+            std=self.std * np.sqrt(factor),
+            cov=self.cov * factor,
+            sigma2=self.sigma2 * factor,
+            condition=self.condition,
+            row_sigma=self.row_sigma,
+            dof=self.dof,
+        )
+
     @property
     def relative_std(self) -> Float[np.ndarray, " r"]:
         """``std / |theta|`` in percent: above ~10 % a parameter is poorly identified."""

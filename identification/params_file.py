@@ -25,9 +25,23 @@ import numpy as np
 
 from jaxmb.model import Model, replace_body
 
-__all__ = ["FORMAT", "write_params", "read_params", "apply_bodies"]
+__all__ = ["FORMAT", "json_safe", "write_params", "read_params", "apply_bodies"]
 
 FORMAT = "jaxmb-params"
+
+
+def json_safe(x):
+    """``x`` with non-finite floats as the strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict
+    JSON has no such numbers; an infinite standard deviation means "not identifiable")."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    if isinstance(x, float | np.floating) and not np.isfinite(x):
+        return str(float(x))
+    if isinstance(x, np.floating | np.integer | np.bool_):
+        return x.item()
+    return x
 
 
 def _bodies(model: Model) -> dict:
@@ -72,7 +86,7 @@ def write_params(
         "uncertainty": uncertainty or {},
     }
     path = Path(path)
-    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    path.write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     return path
 
 

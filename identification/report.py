@@ -79,5 +79,5 @@ def torque_plots(out: Path, series: Mapping, coordinates: Sequence[str]) -> list
     tagged = {}
     for key, (stem, s, tau_hat) in series.items():
         tag = f"fit_{stem}" if key == "fit" else f"validation_{stem}"
-        tagged[tag] = (s.t, s.tau, tau_hat)
+        tagged[tag] = (s.at("t"), s.at("tau"), tau_hat)
     return series_plots(out, tagged, [f"tau_{c}" for c in coordinates], unit="N m | N")

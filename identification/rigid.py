@@ -35,7 +35,7 @@ from . import consistent as cons
 from . import regressor as rg
 from .least_squares import LeastSquaresFit, least_squares, weak_directions
 from .logs import Log
-from .signals import estimate_derivatives
+from .signals import estimate_derivatives, lowpass
 
 __all__ = [
     "DEFAULT_TERMS",
@@ -52,22 +52,31 @@ METHODS = ("wls", "ols", "consistent")
 
 
 class RigidSamples(eqx.Module):
-    """Filtered samples of a log, ready for the regressor: ``t (N,)``, ``q, qd, qdd, tau (N, n)``."""
+    """A log's samples for the regressor at the full rate: ``t (T,)``; positions ``q``
+    (zero-phase filtered), ``qd``, ``qdd`` (differentiated) and the generalized forces ``tau``
+    as logged, each ``(T, n)``; ``index`` the samples used (edges trimmed, strided); ``fs`` Hz."""
 
     t: np.ndarray
     q: np.ndarray
     qd: np.ndarray
     qdd: np.ndarray
     tau: np.ndarray
+    index: np.ndarray
+    fs: float
+
+    def at(self, field: str) -> np.ndarray:
+        """``field`` at the used samples."""
+        return getattr(self, field)[self.index]
 
 
 def rigid_samples(
     model: Model, log: Log, *, cutoff: float, stride: int = 1, edge: float | None = None
 ) -> RigidSamples:
-    """Positions, their derivatives and the generalized forces ``tau_<c>`` of every coordinate,
-    zero-phase filtered at ``cutoff`` Hz; ``edge`` seconds (default ``3 / cutoff``, where the
-    filtered acceleration error falls below 0.1 % of its peak) dropped at both ends; every
-    ``stride``-th sample kept."""
+    """Positions and their derivatives, zero-phase filtered at ``cutoff`` Hz
+    (`signals.estimate_derivatives`), and the logged generalized forces ``tau_<c>`` of every
+    coordinate. ``edge`` seconds (default ``3 / cutoff``, where the filtered acceleration error
+    falls below 0.1 % of its peak) are left out at both ends and every ``stride``-th sample of
+    the rest is used."""
     edge = 3.0 / cutoff if edge is None else edge
     names = model.coordinate_names
     missing = [c for c in names if not log.has(c)] + [
@@ -78,22 +87,23 @@ def rigid_samples(
             f"log: missing columns {missing}; the regressor route needs every coordinate's "
             "position and generalized force"
         )
-    f = estimate_derivatives(log, names, cutoff=cutoff)
+    f = estimate_derivatives(log, names, cutoff=cutoff, others="keep")
     t = np.asarray(f.t)
-    keep = (t >= t[0] + edge) & (t <= t[-1] - edge)
-    idx = np.flatnonzero(keep)[::stride]
+    idx = np.flatnonzero((t >= t[0] + edge) & (t <= t[-1] - edge))[::stride]
     if idx.size < 2:
         raise ValueError(f"log: too short for edge={edge} s and stride={stride}")
 
     def stack(fmt):
-        return np.stack([np.asarray(f[fmt.format(c)]) for c in names], axis=1)[idx]
+        return np.stack([np.asarray(f[fmt.format(c)]) for c in names], axis=1)
 
     return RigidSamples(
-        t=t[idx],
+        t=t,
         q=stack("{}"),
         qd=stack("qd_{}"),
         qdd=stack("qdd_{}"),
         tau=stack("tau_{}"),
+        index=idx,
+        fs=1.0 / float(np.median(np.diff(t))),
     )
 
 
@@ -169,7 +179,7 @@ def identify_rigid(
     edge: float | None = None,
     coulomb_width: float = 1e-2,
     stribeck_velocity: float = 0.1,
-    prior_weight: float = 1e-3,
+    prior_weight: float = 0.1,
     prior_joint: dict | None = None,
     forces: Mapping[str, Callable] | None = None,
     known_forces: Mapping[str, Callable] | None = None,
@@ -188,6 +198,8 @@ def identify_rigid(
     terms = tuple(terms)
     s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge)
     names = rg.parameter_names(model, terms)
+    forces = dict(forces or {})
+    known = dict(known_forces or {})
     W = rg.stacked_regressor(
         model,
         s.q,
@@ -197,21 +209,30 @@ def identify_rigid(
         coulomb_width=coulomb_width,
         stribeck_velocity=stribeck_velocity,
     )
-    forces = dict(forces or {})
-    known = dict(known_forces or {})
-    s = _minus_known(s, known)
-    W = _with_forces(np.asarray(W), s.q, forces).reshape(s.t.size * model.n, -1)
+    W = _with_forces(np.asarray(W), s.q, forces)
+    y = s.tau + _force_sum(s.q, known)  # known right-hand-side forces to the measured side
+    # parallel filtering (Gautier (1997)): the same zero-phase low-pass on both sides of
+    # y = W pi keeps the equation exact for the linear filter, removes the noise above the
+    # cutoff from y, and filters the regressor's sharp columns (smoothed sign(qd)) like the
+    # torque they explain, instead of comparing a filtered torque with an unfiltered column
+    T, n, p = W.shape
+    W = lowpass(W.reshape(T, n * p), s.fs, cutoff).reshape(T, n, p)[s.index]
+    y = lowpass(y, s.fs, cutoff)[s.index]
+    W = W.reshape(-1, p)
     names = names + tuple(f"{k}.scale" for k in forces)
-    y = s.tau.reshape(-1)
+    y = y.reshape(-1)
     if W.shape[0] <= len(names):
         raise ValueError(
-            f"log: {s.t.size} samples x {model.n} equations = {W.shape[0]} rows for "
+            f"log: {s.index.size} samples x {model.n} equations = {W.shape[0]} rows for "
             f"{len(names)} parameters; log longer, or lower the stride"
         )
     base = rg.base_parameters(W, names)
     Wb = base.reduce(W)
-    groups = np.tile(np.arange(model.n), s.t.size)  # one noise level per joint equation
+    groups = np.tile(np.arange(model.n), s.index.size)  # one noise level per joint equation
     fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
+    # the filtered noise is correlated over about fs / (2 cutoff) samples: fewer independent
+    # equations than rows, so the variances scale up by that oversampling factor
+    fit = fit.inflated(max(1.0, s.fs / (2.0 * cutoff * stride)))
     pi0 = np.concatenate(
         [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
     )
@@ -268,20 +289,21 @@ def identify_rigid(
 def predict_torques(
     result: RigidIdentification, log: Log, *, cutoff: float = 10.0, edge: float | None = None
 ) -> tuple[RigidSamples, np.ndarray]:
-    """Generalized forces the identified model predicts on ``log`` (filtered like the fit), and
-    the filtered samples they are compared with: ``(samples, tau_hat (N, n))``."""
+    """Generalized forces the identified model predicts from ``log``'s motion (positions
+    filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
+    the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``."""
     s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge)
     W = rg.stacked_regressor(
         result.model,
-        s.q,
-        s.qd,
-        s.qdd,
+        s.at("q"),
+        s.at("qd"),
+        s.at("qdd"),
         result.terms,
         coulomb_width=result.coulomb_width,
         stribeck_velocity=result.stribeck_velocity,
     )
-    W = _with_forces(np.asarray(W), s.q, result.forces)
-    tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.q, result.known_forces)
+    W = _with_forces(np.asarray(W), s.at("q"), result.forces)
+    tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.at("q"), result.known_forces)
     return s, tau
 
 
@@ -296,19 +318,12 @@ def _force_sum(Q: np.ndarray, forces: Mapping[str, Callable]) -> np.ndarray:
     return total
 
 
-def _minus_known(s: RigidSamples, known: Mapping[str, Callable]) -> RigidSamples:
-    """Move known right-hand-side forces to the measured side: ``tau + sum_k f_k(q)``."""
-    if not known:
-        return s
-    return eqx.tree_at(lambda x: x.tau, s, s.tau + _force_sum(s.q, known))
-
-
 def _with_forces(W: np.ndarray, Q: np.ndarray, forces: Mapping[str, Callable]) -> np.ndarray:
-    """Append one column ``-f_k(q)`` per known force to the stacked regressor ``(N, n, p)``."""
+    """Append one column ``-f_k(q)`` per scaled force to the stacked regressor ``(N, n, p)``."""
     if not forces:
         return W
     cols = [-np.asarray(jax.vmap(f)(jnp.asarray(Q))) for f in forces.values()]
     for k, c in zip(forces, cols, strict=True):
         if c.shape != W.shape[:2]:
-            raise ValueError(f"forces[{k!r}]: expected f(q) of shape ({W.shape[1]},), got {c.shape[1:]}")
+            raise ValueError(f"forces[{k!r}]: expected f(q) of shape {W.shape[1:2]}")
     return np.concatenate([W, np.stack(cols, axis=-1)], axis=-1)

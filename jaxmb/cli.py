@@ -273,6 +273,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             method=args.method,
             cutoff=args.cutoff,
             stride=args.stride,
+            prior_weight=args.prior_weight,
             show_progress=not args.quiet,
             **options,
         )
@@ -367,6 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--cutoff", type=float, default=10.0, help="zero-phase low-pass cutoff, Hz (default 10)"
     )
     p.add_argument("--stride", type=int, default=1, help="keep every k-th filtered sample")
+    p.add_argument(
+        "--prior-weight",
+        type=float,
+        default=0.1,
+        help="consistent fit: weight of the log-det divergence toward the model's own (CAD) "
+        "inertias (default 0.1; 0 for none)",
+    )
     p.add_argument(
         "--terms",
         default=None,

@@ -1,0 +1,176 @@
+"""The regressor route recovers known inertial, drive and friction parameters from synthetic
+logs, and `jaxmb identify --model robot.urdf` runs it end to end.
+
+Ground truth: a random 3-joint URDF robot (`random_tree_urdf`) moved along a Fourier-series
+trajectory; its torques are inverse dynamics plus armature, viscous, Coulomb and offset terms
+(computed here independently of the regressor), plus Gaussian noise; positions are quantised
+like a 2^18 counts/rev encoder."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import cli
+from jaxmb.identification import params_file, rigid
+from jaxmb.identification import regressor as rg
+from jaxmb.identification.excitation import FourierTrajectory
+from jaxmb.identification.logs import Log, write_log
+from jaxmb.models import random_tree_urdf
+
+SEED = 3
+TRUE_JOINT = {
+    "joint1": {"armature": 0.05, "viscous": 2.0, "coulomb": 1.5, "offset": 0.4},
+    "joint2": {"armature": 0.02, "viscous": 1.0, "coulomb": 0.8, "offset": -0.3},
+    "joint3": {"armature": 0.01, "viscous": 0.5, "coulomb": 0.5, "offset": 0.1},
+}
+NOISE = 0.05  # N m (or N), per joint equation
+WIDTH = 1e-2  # smoothed Coulomb width, rad/s (the regressor's default)
+
+
+def _true_tau(model, q, qd, qdd):
+    tau = jax.vmap(lambda a, b, c: jaxmb.inverse_dynamics(model, a, b, c))(q, qd, qdd)
+    for i, c in enumerate(model.coordinate_names):
+        p = TRUE_JOINT[c]
+        tau = tau.at[:, i].add(
+            p["armature"] * qdd[:, i]
+            + p["viscous"] * qd[:, i]
+            + p["coulomb"] * jnp.tanh(qd[:, i] / WIDTH)
+            + p["offset"]
+        )
+    return tau
+
+
+def _log(model, seed, t_final=20.0, fs=200.0) -> Log:
+    rng = np.random.default_rng(seed)
+    n, L = model.n, 4
+    traj = FourierTrajectory(
+        q0=rng.uniform(-0.5, 0.5, n),
+        a=rng.normal(0, 0.6, (n, L)),
+        b=rng.normal(0, 0.6, (n, L)),
+        w_f=2 * np.pi / 10.0,
+    )
+    t = np.arange(0.0, t_final + 0.5 / fs, 1 / fs)
+    q, qd, qdd = (np.asarray(x) for x in traj.sample(jnp.asarray(t)))
+    tau = np.asarray(_true_tau(model, jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)))
+    tau = tau + NOISE * rng.normal(size=tau.shape)
+    res = 2 * np.pi / 2**18
+    q_meas = np.round(q / res) * res
+    signals = {c: q_meas[:, i] for i, c in enumerate(model.coordinate_names)}
+    signals |= {f"tau_{c}": tau[:, i] for i, c in enumerate(model.coordinate_names)}
+    return Log(t, signals, {"model": "random_3", "synthetic": True})
+
+
+@pytest.fixture(scope="module")
+def robot(tmp_path_factory):
+    path = tmp_path_factory.mktemp("robot") / "robot.urdf"
+    path.write_text(random_tree_urdf(3, SEED, prismatic_every=0, fixed_every=0))
+    return path, jaxmb.load_urdf(path)
+
+
+@pytest.fixture(scope="module")
+def fitted(robot):
+    _, model = robot
+    log = _log(model, 0)
+    return {
+        m: rigid.identify_rigid(model, log, method=m, cutoff=5.0) for m in ("wls", "consistent")
+    }
+
+
+def test_base_parameters_within_their_confidence_intervals(robot, fitted):
+    _, model = robot
+    res = fitted["wls"]
+    pi_true = rg.standard_parameters(model, rigid.DEFAULT_TERMS, TRUE_JOINT)
+    truth = res.base.project(np.asarray(pi_true))
+    z = (res.fit.theta - truth) / res.fit.std
+    # the differentiation filter adds a small bias, so allow 5 sigma, and most within 2 sigma
+    assert np.abs(z).max() < 5, dict(zip(res.base.base_names, np.round(z, 2), strict=True))
+    assert np.mean(np.abs(z) < 2) > 0.8
+    # the estimated noise level per joint equation is the true one after the zero-phase filter:
+    # |H|^2 = 1 / (1 + (f/fc)^16) has noise bandwidth fc (pi/16) / sin(pi/16), so white noise
+    # of std NOISE sampled at 200 Hz leaves NOISE sqrt(2 B / fs)
+    B = 5.0 * (np.pi / 16) / np.sin(np.pi / 16)
+    np.testing.assert_allclose(res.fit.row_sigma, NOISE * np.sqrt(2 * B / 200.0), rtol=0.15)
+
+
+@pytest.mark.parametrize("method", ["wls", "consistent"])
+def test_friction_recovered(fitted, method):
+    res = fitted[method]
+    for c, terms in TRUE_JOINT.items():
+        for t in ("viscous", "coulomb", "offset"):
+            assert res.joint[c][t] == pytest.approx(terms[t], rel=0.05, abs=0.02), (c, t)
+
+
+def test_consistent_fit_is_physical_and_predicts(robot, fitted):
+    _, model = robot
+    res = fitted["consistent"]
+    assert all(res.consistent.values())
+    # a fresh trajectory: prediction error at the noise floor (the truth is noise-free)
+    val = _log(model, 1)
+    s, tau_hat = rigid.predict_torques(res, val, cutoff=5.0)
+    tau_true = np.asarray(_true_tau(model, *(jnp.asarray(s.at(k)) for k in ("q", "qd", "qdd"))))
+    rmse = np.sqrt(np.mean((tau_hat - tau_true) ** 2, axis=0))
+    assert (rmse < 0.5 * NOISE).all(), rmse
+    # and far better than the model it started from (the URDF's inertias, no friction)
+    s0 = rg.standard_parameters(model, rigid.DEFAULT_TERMS)
+    W = np.asarray(
+        rg.stacked_regressor(model, s.at("q"), s.at("qd"), s.at("qdd"), rigid.DEFAULT_TERMS)
+    )
+    prior_rmse = np.sqrt(np.mean((W @ np.asarray(s0) - tau_true) ** 2, axis=0))
+    assert (rmse < 0.1 * prior_rmse).all()
+
+
+def test_model_from_parameters_round_trip(robot):
+    _, model = robot
+    back = rigid.model_from_parameters(model, np.asarray(jaxmb.inertial_parameters(model)))
+    for a, b in zip(model.bodies, back.bodies, strict=True):
+        np.testing.assert_allclose(b.mass, a.mass, rtol=1e-12)
+        np.testing.assert_allclose(b.com, a.com, atol=1e-12)
+        np.testing.assert_allclose(b.inertia, a.inertia, atol=1e-12)
+    bad = np.asarray(jaxmb.inertial_parameters(model)).copy()
+    bad[1, 0] = -1.0
+    with pytest.raises(ValueError, match="identified mass"):
+        rigid.model_from_parameters(model, bad)
+
+
+def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
+    path, model = robot
+    write_log(tmp_path / "train.csv", _log(model, 0, t_final=12.0))
+    write_log(tmp_path / "val.parquet", _log(model, 1, t_final=8.0))
+    out = tmp_path / "out"
+    argv = ["identify", str(tmp_path / "train.csv"), "--model", str(path), "--out", str(out),
+            "--validate", str(tmp_path / "val.parquet"), "--cutoff", "5", "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method_key"] == "consistent" and summary["condition_number"] > 1
+    assert set(summary["fit_rmse"]) == {"tau_joint1", "tau_joint2", "tau_joint3"}
+    assert set(summary["validation_rmse"]) == {"val"}
+    assert max(summary["validation_rmse"]["val"].values()) < 2 * NOISE
+    for png in ("fit_train.png", "validation_val.png", "residuals_validation_val.png"):
+        assert (out / png).stat().st_size > 1000
+    doc = params_file.read_params(out / "params.json", model_name="robot")
+    new = params_file.apply_bodies(model, doc)
+    assert doc["joints"]["joint1"]["viscous"] == pytest.approx(2.0, rel=0.05)
+    # the file's model reproduces the identified torques
+    q, qd, qdd = jnp.array([0.1, -0.2, 0.3]), jnp.array([0.5, 0.1, -0.4]), jnp.array([1.0, 2, -1])
+    Y = rg.full_regressor(model, q, qd, qdd, rigid.DEFAULT_TERMS)
+    pi_file = rg.standard_parameters(new, rigid.DEFAULT_TERMS, doc["joints"])
+    pi_true = rg.standard_parameters(model, rigid.DEFAULT_TERMS, TRUE_JOINT)
+    np.testing.assert_allclose(Y @ pi_file, Y @ pi_true, rtol=0.02, atol=0.05)
+    assert "route: regressor" in capsys.readouterr().out
+
+
+def test_identify_cli_rejects_a_malformed_log(robot, tmp_path):
+    path, model = robot
+    log = _log(model, 0, t_final=2.0)
+    bad = log.with_signals({"tau_joint2": np.where(log.t > 1.0, np.nan, log["tau_joint2"])})
+    write_log(tmp_path / "bad.csv", bad)
+    argv = ["identify", str(tmp_path / "bad.csv"), "--model", str(path), "--out",
+            str(tmp_path / "o"), "--quiet"]  # fmt: skip
+    with pytest.raises(SystemExit, match="tau_joint2"):
+        cli.main(argv)
+    with pytest.raises(SystemExit, match="--model: expected one of"):
+        cli.main(["identify", str(tmp_path / "bad.csv"), "--model", "nope", "--out", str(tmp_path)])
