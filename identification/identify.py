@@ -56,13 +56,21 @@ def _kr300_forces() -> dict:
 
 
 def _crane():
-    from jaxmb.models.crane import lift_tilt_crane_plant
-
-    return lift_tilt_crane_plant(full=True)
+    return _crane_plant()
 
 
 # known generalized forces of built-in models (springs, counterbalances)
 KNOWN_FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
+
+
+def _crane_plant(**kw):
+    from jaxmb.models.crane import lift_tilt_crane_plant
+
+    return lift_tilt_crane_plant(full=True, **kw)
+
+
+# plant constructors taking a log's experimental conditions (sidecar "conditions")
+MAKE_PLANT: dict[str, Callable] = {"crane": _crane_plant}
 
 # built-in models: name -> (constructor, route)
 MODELS: dict[str, tuple[Callable, str]] = {
@@ -94,10 +102,12 @@ def _rmse(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> 
     return {n: float(e) for n, e in zip(names, err, strict=True)}
 
 
-def _identify_rigid(name, model, log_path, out, validate, options, progress):
+def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None):
     schema = schema_for(model)
     required = tuple(model.coordinate_names) + tuple(f"tau_{c}" for c in model.coordinate_names)
     log = read_log(log_path, schema, required=required)
+    if window is not None:
+        log = log.window(*window)
     progress("identifying (regressor route)")
     res = identify_rigid(model, log, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
@@ -180,6 +190,7 @@ def identify(
     stride: int = 1,
     terms: Sequence[str] = DEFAULT_TERMS,
     prior_weight: float = 0.1,
+    window: tuple[float, float] | None = None,
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -202,11 +213,14 @@ def identify(
                            prior_weight=prior_weight)  # fmt: skip
             if name in KNOWN_FORCES:
                 options["known_forces"] = KNOWN_FORCES[name]()
-            summary = _identify_rigid(name, m, log_path, out, validate, options, progress)
+            summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window)
         else:
             from .hydraulic_route import identify_hydraulic
 
-            summary = identify_hydraulic(name, m, log_path, out, validate, progress)
+            summary = identify_hydraulic(
+                name, m, log_path, out, validate, progress, make_plant=MAKE_PLANT.get(name),
+                window=window,
+            )  # fmt: skip
         bar.update(bar.total - bar.n)
     finally:
         bar.close()

@@ -262,6 +262,14 @@ def identify_cmd(args: argparse.Namespace) -> int:
     from jaxmb.identification.identify import identify
 
     terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
+    window = None
+    if args.window is not None:
+        w = _vector(args.window, "window", 2)
+        if not w[0] < w[1]:
+            raise SystemExit(
+                f"jaxmb identify: --window: expected T0,T1 with T0 < T1, got {args.window!r}"
+            )
+        window = (float(w[0]), float(w[1]))
     options = {} if terms is None else {"terms": terms}
     print(f"jaxmb identify: {log} with model {args.model!r} -> {out}/")
     try:
@@ -274,6 +282,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             cutoff=args.cutoff,
             stride=args.stride,
             prior_weight=args.prior_weight,
+            window=window,
             show_progress=not args.quiet,
             **options,
         )
@@ -380,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="joint drive/friction terms, comma separated, from armature, viscous, coulomb, "
         "stribeck, offset (default armature,viscous,coulomb,offset; empty string for none)",
+    )
+    p.add_argument(
+        "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)
