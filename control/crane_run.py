@@ -122,10 +122,12 @@ def run_crane(
     payload: float = 0.0,
     progress: bool = True,
     plots: bool = True,
+    plant=None,
 ) -> dict:
     """Run the crane (closed loop, or ``commands`` open loop) and write the report into
-    ``out``; returns the summary."""
-    plant = lift_tilt_crane_plant(payload=payload)
+    ``out``; returns the summary. ``plant`` replaces the spec's plant (e.g. with identified
+    hydraulic parameters); the VDC controller then uses it as its model too."""
+    plant = lift_tilt_crane_plant(payload=payload) if plant is None else plant
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
     if commands is None:
         controller = crane_controller(plant)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.plant import HydraulicPlant
@@ -16,7 +17,13 @@ from . import output_error as oe
 from . import params_file, report
 from .logs import Log, read_log, schema_for
 
-__all__ = ["DEFAULT_SELECTORS", "hydraulic_selectors", "identify_hydraulic", "log_columns"]
+__all__ = [
+    "DEFAULT_SELECTORS",
+    "hydraulic_selectors",
+    "identify_hydraulic",
+    "log_columns",
+    "apply_hydraulics",
+]
 
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
 
@@ -87,7 +94,7 @@ def identify_hydraulic(
         progress(f"validating on {Path(v).name}")
         vlog = read_log(v, schema, required=required)
         vplant_nominal, _ = _plant_for(make_plant, plant, vlog)
-        vplant = oe.plant_with(res.theta, vplant_nominal, spec)
+        vplant = oe.plant_with(jnp.asarray(res.theta), vplant_nominal, spec)
         vcols = log_columns(vlog)
         p = oe.predict(vplant, vcols, segment_time=segment_time)
         validation[Path(v).stem] = p["rmse"]
@@ -158,3 +165,18 @@ def identify_hydraulic(
         "samples": int(len(pred["t"])),
         "plots": plots,
     }
+
+
+def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
+    """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
+    selector of `output_error.HydraulicParameters` and its positive value (SI)."""
+    values = doc.get("hydraulics", {})
+    if not values:
+        return plant
+    for k, v in values.items():
+        if not (isinstance(v, int | float) and np.isfinite(v) and v > 0):
+            raise ValueError(f"--params: hydraulics[{k!r}]: expected a positive number, got {v!r}")
+    spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
+    ref = oe.parameter_values(oe.initial_theta(plant, spec), plant, spec)
+    theta = np.log(np.array([values[k] / ref[k] for k in spec.names]))
+    return oe.plant_with(jnp.asarray(theta), plant, spec)

@@ -147,8 +147,21 @@ def crane_cmd(args: argparse.Namespace) -> int:
     print(
         f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {args.payload:g} kg -> {out}/"
     )
+    plant = None
+    if args.params is not None:
+        from jaxmb.identification.hydraulic_route import apply_hydraulics
+        from jaxmb.identification.params_file import read_params
+        from jaxmb.models.crane import lift_tilt_crane_plant
+
+        try:
+            doc = read_params(args.params, model_name="crane")
+            plant = apply_hydraulics(lift_tilt_crane_plant(payload=args.payload), doc)
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
+        print(f"plant and controller model: hydraulic parameters from {args.params}")
     summary = run_crane(
         out,
+        plant=plant,
         commands=table,
         t_final=t_final,
         dt_save=args.dt_save,
@@ -210,11 +223,21 @@ def simulate_cmd(args: argparse.Namespace) -> int:
         raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
     gains = {k: _gain(getattr(args, k), k) for k in ("Lambda", "K", "kappa", "eps")}
     sc = section_iv(t_final=args.t_final, **gains)
-    if args.form != "paper":
+    if args.form != "paper" or args.params is not None:
         import equinox as eqx
 
-        ctrl = RobustController(sc.nominal, **gains, form=args.form)
+        nominal = sc.nominal
+        if args.params is not None:
+            from jaxmb.identification.params_file import apply_bodies, read_params
+
+            try:
+                nominal = apply_bodies(nominal, read_params(args.params, model_name="arm"))
+            except ValueError as err:
+                raise SystemExit(f"jaxmb simulate: {err}") from None
+            print(f"controller model: identified bodies from {args.params}")
+        ctrl = RobustController(nominal, **gains, form=args.form)
         sc = eqx.tree_at(lambda s: s.controller, sc, ctrl)
+        sc = eqx.tree_at(lambda s: s.nominal, sc, nominal)
     out = Path(args.out)
     _check_out(out)
     print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
@@ -342,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["paper", "passivity"],
         default="paper",
         help="eq. (18) as printed, or with C(q, qd) qd_r (see jaxmb.control.robust)",
+    )
+    p.add_argument(
+        "--params",
+        default=None,
+        help="identified parameters (params.json of `jaxmb identify`): the arm's controller "
+        "model takes its bodies; the crane's plant and VDC model take its hydraulic parameters",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress meter")
