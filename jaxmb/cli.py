@@ -1,8 +1,9 @@
 """The ``jaxmb`` command.
 
-``jaxmb identify LOG --model NAME`` identifies a model from a logged experiment (the main job).
+``jaxmb identify LOG --model NAME`` identifies a model from a logged experiment (the main job;
+plain ``jaxmb`` runs it on the bundled KR300 recordings).
 ``jaxmb simulate`` runs the Section IV closed-loop scenario and writes its report.
-``jaxmb state`` (also plain ``jaxmb``) prints, for the 3-DoF series-parallel arm at a given
+``jaxmb state`` (also ``jaxmb --q ...``) prints, for the 3-DoF series-parallel arm at a given
 state, Gamma, the per-body Gamma_i, h, the gravity force and the forward-dynamics acceleration.
 """
 
@@ -427,11 +428,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def main_job_argv() -> list[str]:
+    """`jaxmb identify` on the bundled KR300 recordings: identify from trajectory A, predict the
+    held-out trajectories B and C."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "kr300"
+    logs = [data / f"kr300_traj_{k}.parquet" for k in "ABC"]
+    if not all(p.is_file() for p in logs):
+        raise SystemExit(
+            f"jaxmb: the bundled logs are not at {data} (a source checkout has them); "
+            "run `jaxmb identify LOG --model NAME` with a log of your own"
+        )
+    return ["identify", str(logs[0]), "--model", "kr300", "--validate", str(logs[1]),
+            "--validate", str(logs[2]), "--cutoff", "5", "--out", "out/identify"]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["state", *argv]  # plain `jaxmb` runs the main job
+    if not argv:
+        argv = main_job_argv()  # plain `jaxmb` runs the main job on the bundled logs
+    elif argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = ["state", *argv]  # `jaxmb --q ...`: the arm's dynamics at a state
     args = parser.parse_args(argv)
     if getattr(args, "command", None) == "simulate":
         crane = args.machine == "crane"

@@ -9,8 +9,19 @@ import jaxmb
 from jaxmb.cli import main
 
 
-def test_default_prints_the_arm_dynamics(capsys):
+def test_default_runs_the_main_job_on_the_bundled_logs(monkeypatch):
+    import jaxmb.cli as cli
+
+    seen = {}
+    # build_parser binds identify_cmd when main() calls it, so the stand-in records the args
+    monkeypatch.setattr(cli, "identify_cmd", lambda args: seen.update(vars(args)) or 0)
     assert main([]) == 0
+    assert seen["model"] == "kr300" and seen["log"].endswith("kr300_traj_A.parquet")
+    assert [v.rsplit("_", 1)[-1] for v in seen["validate"]] == ["B.parquet", "C.parquet"]
+
+
+def test_state_prints_the_arm_dynamics(capsys):
+    assert main(["state"]) == 0
     out = capsys.readouterr().out
     for needle in [
         "Gamma = sum_i Gamma_i",
