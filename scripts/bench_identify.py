@@ -1,0 +1,181 @@
+"""Identification benchmarks, each against a peer run in the same process:
+
+1. regressor route on a 60 s, 1 kHz log of a 6-joint robot (random URDF, Fourier excitation,
+   noisy torques): jaxmb's whole route (filtering, regressor, base parameters, WLS, the
+   physically consistent fit) next to the bare minimum a user could hand-write with Pinocchio
+   (`computeJointTorqueRegressor` at every sample, then one numpy least-squares solve);
+2. output-error route on a 60 s, 1 kHz synthetic crane log (scripts/make_crane_logs.py's
+   excitation, made longer): jaxmb's fit (forward-mode Jacobian, one pass per evaluation) next
+   to the same fit with a finite-difference Jacobian (P + 1 simulations per evaluation, what
+   rollout-based tools such as mujoco.sysid do);
+3. the KR300 recordings (real): identify from trajectory A, predict B and C; jaxmb next to
+   `mujoco.sysid` (`pip install "mujoco[sysid]"`; scripts/mujoco_sysid_peer.py) and the
+   authors' own model: joint-torque RMSE per joint and wall time.
+
+    python scripts/bench_identify.py [--skip regressor,output_error,kr300] [--rollout]
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from benchkit import pin_cores  # noqa: E402
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--skip", default="", help="comma-separated parts to skip")
+parser.add_argument("--cores", type=int, default=2)
+parser.add_argument("--seconds", type=float, default=60.0, help="log length of parts 1-2")
+parser.add_argument("--rollout", action="store_true", help="also mujoco.sysid's rollout fit")
+args = parser.parse_args()
+skip = set(filter(None, args.skip.split(",")))
+pin_cores(args.cores)
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb  # noqa: E402
+from jaxmb.identification import output_error as oe  # noqa: E402
+from jaxmb.identification import rigid  # noqa: E402
+from jaxmb.identification.excitation import FourierTrajectory  # noqa: E402
+from jaxmb.identification.hydraulic_route import hydraulic_selectors  # noqa: E402
+from jaxmb.identification.logs import Log, read_log, schema_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def regressor_route():
+    import pinocchio as pin
+
+    from jaxmb.models import random_tree_urdf
+
+    urdf = random_tree_urdf(6, 7, prismatic_every=0, fixed_every=0)
+    model = jaxmb.load_urdf(urdf)
+    rng = np.random.default_rng(0)
+    fs, n = 1000.0, model.n
+    traj = FourierTrajectory(rng.uniform(-0.5, 0.5, n), rng.normal(0, 0.5, (n, 5)),
+                             rng.normal(0, 0.5, (n, 5)), 2 * np.pi / 10)  # fmt: skip
+    t = np.arange(0.0, args.seconds, 1 / fs)
+    q, qd, qdd = (np.asarray(x) for x in traj.sample(jnp.asarray(t)))
+    tau = np.asarray(jax.vmap(lambda a, b, c: jaxmb.inverse_dynamics(model, a, b, c))(q, qd, qdd))
+    tau = tau + 2.0 * qd + 0.05 * rng.normal(size=tau.shape)  # viscous friction and noise
+    names = model.coordinate_names
+    log = Log(t, {**{c: q[:, i] for i, c in enumerate(names)},
+                  **{f"tau_{c}": tau[:, i] for i, c in enumerate(names)}})  # fmt: skip
+    print(f"\n1. regressor route: 6 joints, {args.seconds:g} s at 1 kHz ({t.size} samples)")
+    for method in ("wls", "consistent"):
+        t0 = time.perf_counter()
+        rigid.identify_rigid(model, log, method=method, cutoff=10.0, terms=("viscous",))
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = rigid.identify_rigid(model, log, method=method, cutoff=10.0, terms=("viscous",))
+        again = time.perf_counter() - t0
+        print(f"   jaxmb {method:>10}: {first:6.2f} s first call (with compilation), "
+              f"{again:6.2f} s again; cond {res.fit.condition:.3g}")  # fmt: skip
+    # the peer: Pinocchio's regressor at every sample (derivatives given, no filtering), lstsq
+    pmodel = pin.buildModelFromXML(urdf)
+    data = pmodel.createData()
+    t0 = time.perf_counter()
+    rows = [pin.computeJointTorqueRegressor(pmodel, data, q[k], qd[k], qdd[k]).copy()
+            for k in range(t.size)]  # fmt: skip
+    W = np.concatenate(rows)
+    W = np.concatenate([W, np.kron(np.ones((t.size, 1)), np.eye(n)) * qd.reshape(-1, 1)], 1)
+    np.linalg.lstsq(W, tau.reshape(-1), rcond=None)
+    peer = time.perf_counter() - t0
+    print(f"   peer (Pinocchio regressor + numpy lstsq, no filtering, no base parameters, no "
+          f"statistics): {peer:.2f} s; jaxmb consistent / peer = {again / peer:.2f}")  # fmt: skip
+
+
+def output_error_route():
+    import make_crane_logs as mk
+
+    print(f"\n2. output-error route: the crane, {args.seconds:g} s at 1 kHz, 12 parameters")
+    rng = np.random.default_rng([0, 9])
+    ref, _ = mk.multisine(rng, args.seconds, mk.Q0, [[0.20, 0.08, 0.03], [0.25, 0.10, 0.04]],
+                          [[0.07, 0.23, 0.53], [0.11, 0.31, 0.71]])  # fmt: skip
+    ctrl = mk.make_controller(rng, 0.4)
+    true = mk.true_plant()
+    tr, u, _ = mk.run_experiment(true, ref, ctrl, args.seconds, mk.Q0)
+    cols = mk.sensor_columns(rng, true, tr, u)
+    plant = jaxmb.models.crane.lift_tilt_crane_plant(full=True, payload=mk.PAYLOAD)
+    spec = oe.HydraulicParameters(hydraulic_selectors(plant))
+    seg = oe.make_segments(plant, cols)
+    t0 = time.perf_counter()
+    res = oe.fit(plant, spec, seg, max_evaluations=20)
+    fit_s = time.perf_counter() - t0
+    print(f"   jaxmb (forward-mode Jacobian): {fit_s:.1f} s for {res.n_evaluations} evaluations "
+          f"(with compilation), cost {res.cost0:.4g} -> {res.cost:.4g}")  # fmt: skip
+    theta = jnp.asarray(res.theta)
+    rj = jax.jit(lambda th: oe.residuals_and_jacobian(th, plant, spec, seg, 1e-3))
+    jax.block_until_ready(rj(theta))
+    t0 = time.perf_counter()
+    jax.block_until_ready(rj(theta))
+    per_jac = time.perf_counter() - t0
+    rf = jax.jit(lambda th: oe.residuals(th, plant, spec, seg, dt=1e-3))
+    jax.block_until_ready(rf(theta))
+    t0 = time.perf_counter()
+    for k in range(len(spec) + 1):  # finite differences: one simulation per column, plus base
+        jax.block_until_ready(rf(theta.at[k % len(spec)].add(1e-6)))
+    per_fd = time.perf_counter() - t0
+    print(f"   one residual + Jacobian evaluation: jaxmb {per_jac:.2f} s, finite-difference peer "
+          f"{per_fd:.2f} s; ratio {per_jac / per_fd:.2f}")  # fmt: skip
+
+
+def kr300():
+    from jaxmb.identification.identify import KNOWN_FORCES, resolve_model
+
+    print("\n3. KUKA KR300 recordings (real): identify from A, predict B and C")
+    name, model, _ = resolve_model("kr300")
+    sch = schema_for(model)
+    logs = {k: read_log(ROOT / f"data/kr300/kr300_traj_{k}.parquet", sch) for k in "ABC"}
+    ff = {k: read_log(ROOT / f"data/kr300/kr300_traj_{k}_authors_ff.parquet") for k in "ABC"}
+    t0 = time.perf_counter()
+    res = rigid.identify_rigid(model, logs["A"], cutoff=5.0, known_forces=KNOWN_FORCES[name]())
+    ours_s = time.perf_counter() - t0
+    cols = [f"tau_q{i}" for i in range(1, 7)]
+    table = {}
+    for k in "ABC":
+        s, tau = rigid.predict_torques(res, logs[k], cutoff=5.0)
+        meas = s.at("tau")
+        auth = ff[k].stack(cols)[s.index]
+        table[("jaxmb", k)] = np.sqrt(np.mean((meas - tau) ** 2, 0))
+        table[("authors' model", k)] = np.sqrt(np.mean((meas - auth) ** 2, 0))
+    times = {"jaxmb": ours_s}
+    try:
+        import mujoco_sysid_peer as mj
+    except ImportError as err:
+        print(f"   mujoco.sysid not available ({err}); pip install 'mujoco[sysid]'")
+        mj = None
+    if mj is not None:
+        methods = ["inverse"] + (["rollout"] if args.rollout else [])
+        train = mj.load_trajectory("A")
+        for m in methods:
+            t0 = time.perf_counter()
+            r = mj.identify(train, method=m)
+            times[f"mujoco.sysid {m}"] = time.perf_counter() - t0
+            for k in "ABC":
+                log = mj.load_trajectory(k)
+                pred = mj.predict_torques(r, log)
+                s, _ = rigid.predict_torques(res, logs[k], cutoff=5.0)
+                table[(f"mujoco.sysid {m}", k)] = np.sqrt(
+                    np.mean((log["tau"][s.index] - pred[s.index]) ** 2, 0)
+                )
+    print(f"   {'':24}{'traj':>5}" + "".join(f"{c:>9}" for c in cols) + f"{'sum':>9}")
+    for (who, k), e in table.items():
+        print(f"   {who:24}{k:>5}" + "".join(f"{x:9.1f}" for x in e) + f"{e.sum():9.1f}")
+    print("   wall time of the identification: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))  # fmt: skip
+
+
+with tempfile.TemporaryDirectory():
+    if "regressor" not in skip:
+        regressor_route()
+    if "output_error" not in skip:
+        output_error_route()
+    if "kr300" not in skip:
+        kr300()
