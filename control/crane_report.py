@@ -47,14 +47,23 @@ LOG_COLUMNS = (
 
 
 def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
-    """A command table from a CSV with a ``t`` column (s) and one column per command in
-    ``names`` (e.g. ``u_lift``, ``u_tilt``, V). Extra columns (a whole log) are ignored.
+    """A command table from a CSV (or a Parquet log) with a ``t`` column (s) and one column per
+    command in ``names`` (e.g. ``u_lift``, ``u_tilt``, V). Extra columns (a whole log) are
+    ignored.
 
     Raises ValueError naming the file and column for a missing column, a non-number, NaN or
     inf, or times that are not strictly increasing."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"commands file {str(path)!r} does not exist")
+    if path.suffix == ".parquet":  # a log in the project's format (read and validated there)
+        from jaxmb.identification.logs import read_log
+
+        log = read_log(path)
+        missing = [c for c in names if not log.has(c)]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; the columns are {log.names}")
+        return CommandTable(np.asarray(log.t), log.stack(names), tuple(names))
     with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
     if len(rows) < 3:

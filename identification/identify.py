@@ -59,6 +59,17 @@ def _crane():
     return _crane_plant()
 
 
+def _kr300_drives():
+    from jaxmb.models.kr300 import GEAR_RATIOS
+
+    from .rigid import Drives
+
+    return Drives(gear_ratio={f"q{i + 1}": float(g) for i, g in enumerate(GEAR_RATIOS)})
+
+
+# drive constants of built-in models (motor-side logs)
+DRIVES: dict[str, Callable] = {"kr300": _kr300_drives}
+
 # known generalized forces of built-in models (springs, counterbalances)
 KNOWN_FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
 
@@ -102,9 +113,18 @@ def _rmse(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> 
     return {n: float(e) for n, e in zip(names, err, strict=True)}
 
 
+def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> dict:
+    """Cross-validation score per signal, ``100 (1 - |y - y_hat| / |y - mean(y)|)`` (the
+    "fit" of system identification: 100 is perfect, 0 no better than the mean)."""
+    y, yh = np.asarray(measured), np.asarray(predicted)
+    num = np.linalg.norm(y - yh, axis=0)
+    den = np.linalg.norm(y - y.mean(axis=0), axis=0)
+    return {n: float(100 * (1 - a / b)) for n, a, b in zip(names, num, den, strict=True)}
+
+
 def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None):
     schema = schema_for(model)
-    required = tuple(model.coordinate_names) + tuple(f"tau_{c}" for c in model.coordinate_names)
+    required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
     if window is not None:
         log = log.window(*window)
@@ -115,12 +135,13 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
     s, tau_hat = predict_torques(res, log, cutoff=cutoff, edge=edge)
     fit_rmse = _rmse(s.at("tau"), tau_hat, cols)
     series = {"fit": (Path(log_path).stem, s, tau_hat)}
-    validation = {}
+    validation, validation_fit = {}, {}
     for v in validate:
         progress(f"validating on {Path(v).name}")
         vlog = read_log(v, schema, required=required)
         vs, vtau = predict_torques(res, vlog, cutoff=cutoff, edge=edge)
         validation[Path(v).stem] = _rmse(vs.at("tau"), vtau, cols)
+        validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
     progress("writing the report")
     fit = res.fit
@@ -175,6 +196,7 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         "samples": int(s.index.size),
         "fit_rmse": fit_rmse,
         "validation_rmse": validation,
+        "validation_fit_percent": validation_fit,
         "plots": plots,
     }
 
@@ -191,6 +213,7 @@ def identify(
     terms: Sequence[str] = DEFAULT_TERMS,
     prior_weight: float = 0.1,
     window: tuple[float, float] | None = None,
+    drives=None,
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -213,6 +236,10 @@ def identify(
                            prior_weight=prior_weight)  # fmt: skip
             if name in KNOWN_FORCES:
                 options["known_forces"] = KNOWN_FORCES[name]()
+            if drives is not None:
+                options["drives"] = drives
+            elif name in DRIVES:
+                options["drives"] = DRIVES[name]()
             summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window)
         else:
             from .hydraulic_route import identify_hydraulic

@@ -42,10 +42,8 @@ What is implemented, and what is not:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import diffrax
 import equinox as eqx
@@ -64,7 +62,6 @@ __all__ = [
     "HydraulicParameters",
     "Segments",
     "OutputErrorResult",
-    "read_log_columns",
     "make_segments",
     "plant_with",
     "parameter_values",
@@ -200,27 +197,6 @@ def parameter_values(
 
 # ---------------------------------------------------------------------------------------------
 # logs and segments
-
-
-def read_log_columns(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
-    """A log table (Parquet or CSV, with ``t`` and SI columns) and its JSON sidecar (``{}`` if
-    none). A stop-gap reader: `jaxmb.identification.logs` is the project's."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"log {str(path)!r} does not exist")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        cols = {k: np.asarray(table.column(k).to_numpy(), dtype=float) for k in table.column_names}
-    elif path.suffix == ".csv":
-        data = np.genfromtxt(path, delimiter=",", names=True)
-        cols = {k: np.asarray(data[k], dtype=float) for k in data.dtype.names}
-    else:
-        raise ValueError(f"log {str(path)!r}: expected a .parquet or .csv file")
-    side = path.with_suffix(".json")
-    sidecar = json.loads(side.read_text()) if side.is_file() else {}
-    return cols, sidecar
 
 
 class Segments(eqx.Module):

@@ -40,6 +40,8 @@ from .signals import estimate_derivatives, lowpass
 __all__ = [
     "DEFAULT_TERMS",
     "RigidSamples",
+    "Drives",
+    "generalized_forces",
     "RigidIdentification",
     "rigid_samples",
     "identify_rigid",
@@ -69,8 +71,62 @@ class RigidSamples(eqx.Module):
         return getattr(self, field)[self.index]
 
 
+class Drives(eqx.Module):
+    """Per-coordinate drive constants that turn motor-side measurements into generalized forces:
+    ``tau = G tau_motor`` (gear ratio G = motor angle / joint angle, torque through an ideal
+    gear) and ``tau_motor = k_t i`` (torque constant, N m/A). The motor's rotor inertia and
+    friction are identified as the joint terms ``armature`` (``G^2 J_m``), ``viscous``
+    (``G^2 B``) and ``coulomb`` (``G T_c``), all joint side.
+
+    Attributes:
+        gear_ratio: ``{coordinate: G}``.
+        torque_constant: ``{coordinate: k_t}``, N m/A (only for logs with currents ``i_<c>``).
+    """
+
+    gear_ratio: dict = eqx.field(static=True)
+    torque_constant: dict = eqx.field(static=True)
+
+    def __init__(self, gear_ratio=None, torque_constant=None):
+        self.gear_ratio = {k: float(v) for k, v in (gear_ratio or {}).items()}
+        self.torque_constant = {k: float(v) for k, v in (torque_constant or {}).items()}
+        for what, d in (("gear_ratio", self.gear_ratio), ("torque_constant", self.torque_constant)):
+            for k, v in d.items():
+                if not (np.isfinite(v) and v != 0):
+                    raise ValueError(f"Drives: {what}[{k!r}] must be finite and non-zero, got {v}")
+
+
+def generalized_forces(log: Log, names: Sequence[str], drives: Drives | None = None) -> np.ndarray:
+    """Each coordinate's generalized force ``(T, n)`` from the best column the log has:
+    ``tau_<c>`` as logged, else ``G tau_motor_<c>``, else ``G k_t i_<c>`` (`Drives`). Raises
+    naming the coordinate and the columns and constants that would do."""
+    drives = drives or Drives()
+    out = []
+    for c in names:
+        G, kt = drives.gear_ratio.get(c), drives.torque_constant.get(c)
+        if log.has(f"tau_{c}"):
+            out.append(np.asarray(log[f"tau_{c}"]))
+        elif log.has(f"tau_motor_{c}") and G is not None:
+            out.append(G * np.asarray(log[f"tau_motor_{c}"]))
+        elif log.has(f"i_{c}") and G is not None and kt is not None:
+            out.append(G * kt * np.asarray(log[f"i_{c}"]))
+        else:
+            raise ValueError(
+                f"log: no generalized force for coordinate {c!r}: expected column 'tau_{c}', or "
+                f"'tau_motor_{c}' with a gear ratio, or 'i_{c}' with a gear ratio and a torque "
+                f"constant (gear ratio {'given' if G is not None else 'not given'}, torque "
+                f"constant {'given' if kt is not None else 'not given'})"
+            )
+    return np.stack(out, axis=1)
+
+
 def rigid_samples(
-    model: Model, log: Log, *, cutoff: float, stride: int = 1, edge: float | None = None
+    model: Model,
+    log: Log,
+    *,
+    cutoff: float,
+    stride: int = 1,
+    edge: float | None = None,
+    drives: Drives | None = None,
 ) -> RigidSamples:
     """Positions and their derivatives, zero-phase filtered at ``cutoff`` Hz
     (`signals.estimate_derivatives`), and the logged generalized forces ``tau_<c>`` of every
@@ -79,14 +135,13 @@ def rigid_samples(
     the rest is used."""
     edge = 3.0 / cutoff if edge is None else edge
     names = model.coordinate_names
-    missing = [c for c in names if not log.has(c)] + [
-        f"tau_{c}" for c in names if not log.has(f"tau_{c}")
-    ]
+    missing = [c for c in names if not log.has(c)]
     if missing:
         raise ValueError(
             f"log: missing columns {missing}; the regressor route needs every coordinate's "
             "position and generalized force"
         )
+    tau = generalized_forces(log, names, drives)
     f = estimate_derivatives(log, names, cutoff=cutoff, others="keep")
     t = np.asarray(f.t)
     idx = np.flatnonzero((t >= t[0] + edge) & (t <= t[-1] - edge))[::stride]
@@ -101,7 +156,7 @@ def rigid_samples(
         q=stack("{}"),
         qd=stack("qd_{}"),
         qdd=stack("qdd_{}"),
-        tau=stack("tau_{}"),
+        tau=tau,
         index=idx,
         fs=1.0 / float(np.median(np.diff(t))),
     )
@@ -135,6 +190,7 @@ class RigidIdentification(eqx.Module):
     method: str = eqx.field(static=True)
     forces: dict = eqx.field(static=True)
     known_forces: dict = eqx.field(static=True)
+    drives: Drives | None
     scales: dict
     coulomb_width: float = eqx.field(static=True)
     stribeck_velocity: float = eqx.field(static=True)
@@ -183,6 +239,7 @@ def identify_rigid(
     prior_joint: dict | None = None,
     forces: Mapping[str, Callable] | None = None,
     known_forces: Mapping[str, Callable] | None = None,
+    drives: Drives | None = None,
 ) -> RigidIdentification:
     """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log``.
 
@@ -196,7 +253,7 @@ def identify_rigid(
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
-    s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge)
+    s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives)
     names = rg.parameter_names(model, terms)
     forces = dict(forces or {})
     known = dict(known_forces or {})
@@ -278,6 +335,7 @@ def identify_rigid(
         method=method,
         forces=forces,
         known_forces=known,
+        drives=drives,
         scales=scales,
         coulomb_width=coulomb_width,
         stribeck_velocity=stribeck_velocity,
@@ -292,7 +350,7 @@ def predict_torques(
     """Generalized forces the identified model predicts from ``log``'s motion (positions
     filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
     the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``."""
-    s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge)
+    s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge, drives=result.drives)
     W = rg.stacked_regressor(
         result.model,
         s.at("q"),

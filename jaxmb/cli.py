@@ -270,6 +270,22 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mapping(text: str | None, name: str) -> dict[str, float]:
+    """``"q1=250,q2=3.5"`` -> ``{"q1": 250.0, "q2": 3.5}``."""
+    if text is None:
+        return {}
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not key.strip():
+            raise SystemExit(f"jaxmb: --{name}: expected NAME=VALUE,... got {text!r}")
+    return out
+
+
 def identify_cmd(args: argparse.Namespace) -> int:
     """``jaxmb identify LOG --model NAME_OR_URDF --out DIR``: the main job."""
     from pathlib import Path
@@ -286,6 +302,17 @@ def identify_cmd(args: argparse.Namespace) -> int:
     from jaxmb.identification.identify import identify
 
     terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
+    drives = None
+    if args.gear_ratios is not None or args.torque_constants is not None:
+        from jaxmb.identification.rigid import Drives
+
+        try:
+            drives = Drives(
+                _mapping(args.gear_ratios, "gear-ratios"),
+                _mapping(args.torque_constants, "torque-constants"),
+            )
+        except ValueError as err:
+            raise SystemExit(f"jaxmb identify: {err}") from None
     window = None
     if args.window is not None:
         w = _vector(args.window, "window", 2)
@@ -307,6 +334,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             stride=args.stride,
             prior_weight=args.prior_weight,
             window=window,
+            drives=drives,
             show_progress=not args.quiet,
             **options,
         )
@@ -422,6 +450,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"
+    )
+    p.add_argument(
+        "--gear-ratios",
+        default=None,
+        help="motor-side logs: gear ratios per coordinate, e.g. q1=256.9,q2=267.4 "
+        "(tau = G tau_motor_<c>); the built-in KR300 has its own",
+    )
+    p.add_argument(
+        "--torque-constants",
+        default=None,
+        help="logs of motor currents i_<c>: torque constants, N m/A, e.g. q1=1.2,q2=1.2",
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)

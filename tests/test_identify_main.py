@@ -60,6 +60,22 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
         assert (out / png).is_file()
 
 
+def test_kr300_motor_side_torques_through_the_gears():
+    """The recordings' motor-side torques times the published gear ratios are the joint torques
+    (the converter's tau_ columns), so a motor-side log identifies the same model."""
+    from jaxmb.identification.identify import DRIVES
+    from jaxmb.identification.logs import read_log
+    from jaxmb.identification.rigid import generalized_forces
+
+    log = read_log(KR / "kr300_traj_B.parquet")
+    names = [f"q{i}" for i in range(1, 7)]
+    motor_only = log.__class__(
+        log.t, {k: log[k] for k in log.names if not k.startswith("tau_q")}, log.sidecar
+    )
+    tau = generalized_forces(motor_only, names, DRIVES["kr300"]())
+    np.testing.assert_allclose(tau, log.stack([f"tau_{c}" for c in names]), rtol=1e-12)
+
+
 def test_kr300_parameter_table_and_file(kr300_run):
     out, summary = kr300_run
     doc = json.loads((out / "params.json").read_text())
@@ -72,9 +88,14 @@ def test_kr300_parameter_table_and_file(kr300_run):
 
 
 def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
+    from jaxmb.identification.logs import read_log, write_log
+
+    # 3 s of the validation log keep the test short (the sidecar, with the payload, goes along)
+    write_log(tmp_path / "val.parquet", read_log(CRANE / "synthetic_crane_validation.parquet")
+              .window(1.0, 4.0))  # fmt: skip
     out = tmp_path / "crane"
     argv = ["identify", str(CRANE / "synthetic_crane_excitation.parquet"), "--model", "crane",
-            "--window", "2,5", "--validate", str(CRANE / "synthetic_crane_validation.parquet"),
+            "--window", "2,5", "--validate", str(tmp_path / "val.parquet"),
             "--out", str(out), "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -83,14 +104,15 @@ def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
     for name, value in est.items():
         tol = {"valve": 0.02, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
-    v = summary["validation_rmse"]["synthetic_crane_validation"]
-    v0 = summary["validation_rmse_nominal"]["synthetic_crane_validation"]
+    v = summary["validation_rmse"]["val"]
+    v0 = summary["validation_rmse_nominal"]["val"]
     for p in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
-        assert v[p] < 0.5e5 and v[p] < 0.2 * v0[p], p  # sensor noise is 0.3 bar
-    # the identified plant drives the crane simulation
+        assert v[p] < 0.4e5 and v[p] < 0.5 * v0[p], p  # sensor noise is 0.3 bar
+    # the identified plant drives the crane simulation (here replaying the log's commands)
     sim = tmp_path / "sim"
     argv = ["simulate", "--machine", "crane", "--params", str(out / "params.json"),
-            "--t-final", "0.2", "--out", str(sim), "--no-plots", "--quiet"]  # fmt: skip
+            "--commands", str(tmp_path / "val.parquet"), "--t-final", "0.2", "--out", str(sim),
+            "--no-plots", "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     assert (sim / "summary.json").is_file()
     with pytest.raises(SystemExit, match="model 'crane', not 'arm'"):

@@ -174,3 +174,28 @@ def test_identify_cli_rejects_a_malformed_log(robot, tmp_path):
         cli.main(argv)
     with pytest.raises(SystemExit, match="--model: expected one of"):
         cli.main(["identify", str(tmp_path / "bad.csv"), "--model", "nope", "--out", str(tmp_path)])
+
+
+def test_motor_side_measurements(robot, fitted):
+    """Motor torques through a gear, or motor currents with a torque constant, identify the
+    same model as the joint torques they stand for."""
+    _, model = robot
+    log = _log(model, 0)
+    G = {"joint1": 120.0, "joint2": -80.0, "joint3": 50.5}  # a negative ratio: reversed motor
+    kt = {"joint1": 1.3, "joint2": 0.9, "joint3": 2.0}
+    motor = {f"tau_motor_{c}": log[f"tau_{c}"] / G[c] for c in G}
+    current = {f"i_{c}": log[f"tau_{c}"] / (G[c] * kt[c]) for c in G}
+    keep = {c: log[c] for c in model.coordinate_names}
+    by_motor = Log(log.t, {**keep, **motor})
+    by_current = Log(log.t, {**keep, **current})
+    drives = rigid.Drives(G, kt)
+    names = model.coordinate_names
+    ref = log.stack([f"tau_{c}" for c in names])
+    np.testing.assert_allclose(rigid.generalized_forces(by_motor, names, drives), ref, rtol=1e-14)
+    np.testing.assert_allclose(rigid.generalized_forces(by_current, names, drives), ref, rtol=1e-14)
+    res = rigid.identify_rigid(model, by_current, method="wls", cutoff=5.0, drives=drives)
+    np.testing.assert_allclose(res.fit.theta, fitted["wls"].fit.theta, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="'i_joint1' with a gear ratio and a torque constant"):
+        rigid.generalized_forces(by_current, names, rigid.Drives(G))
+    with pytest.raises(ValueError, match="gear_ratio\\['joint1'\\] must be finite and non-zero"):
+        rigid.Drives({"joint1": 0.0})

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxmb.identification.hydraulic_route import log_columns
+from jaxmb.identification.logs import read_log
 from jaxmb.identification.output_error import (
     HydraulicParameters,
     fit,
@@ -20,7 +22,6 @@ from jaxmb.identification.output_error import (
     parameter_values,
     plant_with,
     predict,
-    read_log_columns,
     residuals_and_jacobian,
 )
 from jaxmb.models.crane import lift_tilt_crane_plant
@@ -28,8 +29,14 @@ from jaxmb.models.crane import lift_tilt_crane_plant
 DATA = Path(__file__).resolve().parents[1] / "data" / "synthetic_crane"
 VALVES = [f"valve.{a}.{e}" for a in ("lift", "tilt") for e in ("c_pa", "c_an", "c_pb", "c_bn")]
 BETAS = ["cylinder.lift.beta", "cylinder.tilt.beta"]
-# the fitting slice: 6 s of the excitation log (12 segments of 0.5 s, residuals at 100 Hz)
-FIT_SLICE = (1.0, 7.0)
+# the fitting slice: 4 s of the excitation log (8 segments of 0.5 s, residuals at 100 Hz)
+FIT_SLICE = (1.0, 5.0)
+
+
+def _columns(path):
+    """A log's columns (read and validated by the project's reader) and its sidecar."""
+    log = read_log(path)
+    return log_columns(log), log.meta
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,7 @@ def truth():
 
 @pytest.fixture(scope="module")
 def excitation():
-    cols, side = read_log_columns(DATA / "synthetic_crane_excitation.parquet")
+    cols, side = _columns(DATA / "synthetic_crane_excitation.parquet")
     assert side["synthetic"] is True and side["model"] == "lift_tilt_crane"
     return cols, side
 
@@ -123,7 +130,7 @@ def test_jacobian_matches_central_differences(nominal, spec, segments):
 
 
 def test_fit_recovers_the_true_hydraulics(result, truth, spec):
-    """From nominal (valve edges off by -10..+15 %, beta by +25 %), on 6 s of noisy synthetic
+    """From nominal (valve edges off by -10..+15 %, beta by +25 %), on 4 s of noisy synthetic
     data: valve coefficients within 3 %, bulk moduli within 10 % of the TRUE values; the cost
     drops by a factor of at least 20; the truth lies within 5 reported standard deviations
     or 1 % (friction and leakage, not identified here, leave a small bias)."""
@@ -149,7 +156,7 @@ def test_identified_plant_predicts_the_validation_log_better(result, nominal, tr
     """Segment-wise prediction of 6 s of the validation log (a different motion): pressure and
     position RMSE lower with the identified parameters than with the nominal ones, and close to
     what the TRUE plant achieves (the pressure sensor noise, 0.3 bar, is the floor)."""
-    cols, _ = read_log_columns(DATA / "synthetic_crane_validation.parquet")
+    cols, _ = _columns(DATA / "synthetic_crane_validation.parquet")
     opts = {"t_start": 1.0, "t_end": 7.0}
     nom = predict(nominal, cols, **opts)
     fitted = predict(result.plant, cols, **opts)
@@ -172,7 +179,7 @@ def test_lugre_coulomb_levels_by_output_error():
     F_s, sigma2 and the bristle constants are not identifiable from this slow experiment
     (viscous force ~3 N at the speeds reached); see the report."""
     truth = json.loads((DATA / "synthetic_crane_truth.json").read_text())["lugre"]["parameters"]
-    cols, side = read_log_columns(DATA / "synthetic_crane_lugre.parquet")
+    cols, side = _columns(DATA / "synthetic_crane_lugre.parquet")
     assert side["synthetic"] is True
     plant = lift_tilt_crane_plant(
         full=True, payload=side["conditions"]["payload_kg"], friction="lugre"
