@@ -214,6 +214,7 @@ def identify(
     prior_weight: float = 0.1,
     window: tuple[float, float] | None = None,
     drives=None,
+    leakage: bool = False,
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -246,7 +247,7 @@ def identify(
 
             summary = identify_hydraulic(
                 name, m, log_path, out, validate, progress, make_plant=MAKE_PLANT.get(name),
-                window=window,
+                window=window, leakage=leakage,
             )  # fmt: skip
         bar.update(bar.total - bar.n)
     finally:

@@ -335,6 +335,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             prior_weight=args.prior_weight,
             window=window,
             drives=drives,
+            leakage=args.leakage,
             show_progress=not args.quiet,
             **options,
         )
@@ -461,6 +462,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--torque-constants",
         default=None,
         help="logs of motor currents i_<c>: torque constants, N m/A, e.g. q1=1.2,q2=1.2",
+    )
+    p.add_argument(
+        "--leakage",
+        action="store_true",
+        help="hydraulic route: also fit each cylinder's internal leakage (often too small to be "
+        "determined; the report flags it then)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)

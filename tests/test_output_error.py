@@ -29,6 +29,8 @@ from jaxmb.models.crane import lift_tilt_crane_plant
 DATA = Path(__file__).resolve().parents[1] / "data" / "synthetic_crane"
 VALVES = [f"valve.{a}.{e}" for a in ("lift", "tilt") for e in ("c_pa", "c_an", "c_pb", "c_bn")]
 BETAS = ["cylinder.lift.beta", "cylinder.tilt.beta"]
+# internal leakage: nominal 0, so the log-space parameter needs a reference to start from
+LEAKS = {"cylinder.lift.c_int": 1e-14, "cylinder.tilt.c_int": 1e-14}
 # the fitting slice: 4 s of the excitation log (8 segments of 0.5 s, residuals at 100 Hz)
 FIT_SLICE = (1.0, 5.0)
 
@@ -60,7 +62,7 @@ def nominal(excitation):
 
 @pytest.fixture(scope="module")
 def spec():
-    return HydraulicParameters(VALVES + BETAS)
+    return HydraulicParameters(VALVES + BETAS + list(LEAKS), reference=LEAKS)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +76,10 @@ def result(nominal, spec, segments):
 
 
 def test_parameters_round_trip(nominal, spec, truth):
-    """plant_with / parameter_values: theta = log(value / nominal), leaves land where named."""
-    theta = jnp.log(jnp.asarray([truth["parameters"][n] / truth["nominal"][n] for n in spec.names]))
+    """plant_with / parameter_values: theta = log(value / reference), leaves land where named
+    (the reference is the nominal value, or the given one for leakage, nominally 0)."""
+    ref = {n: LEAKS.get(n, truth["nominal"][n]) for n in spec.names}
+    theta = jnp.log(jnp.asarray([truth["parameters"][n] / ref[n] for n in spec.names]))
     p = plant_with(theta, nominal, spec)
     vals = parameter_values(theta, nominal, spec)
     for n in spec.names:
@@ -132,8 +136,10 @@ def test_jacobian_matches_central_differences(nominal, spec, segments):
 def test_fit_recovers_the_true_hydraulics(result, truth, spec):
     """From nominal (valve edges off by -10..+15 %, beta by +25 %), on 4 s of noisy synthetic
     data: valve coefficients within 3 %, bulk moduli within 10 % of the TRUE values; the cost
-    drops by a factor of at least 20; the truth lies within 5 reported standard deviations
-    or 1 % (friction and leakage, not identified here, leave a small bias)."""
+    drops by a factor of at least 20. Internal leakage (true 2e-14 m^3/(s Pa), about 0.01 l/min
+    per 100 bar against flows of tens of l/min) is fitted too and the fit reports it as poorly
+    determined (relative std above 20 %; the estimates came out 2.2x and 0.1x the truth, the
+    latter at its bound), unlike the valves and bulk moduli (below 1 %)."""
     print(f"\nfit: {result.n_evaluations} evaluations, {result.wall_time:.1f} s, "
           f"cost {result.cost0:.4g} -> {result.cost:.4g}")  # fmt: skip
     errors = {}
@@ -146,6 +152,12 @@ def test_fit_recovers_the_true_hydraulics(result, truth, spec):
         assert abs(errors[n]) < 0.03, (n, errors[n])
     for n in BETAS:
         assert abs(errors[n]) < 0.10, (n, errors[n])
+    for n in spec.names:
+        rel = result.std[n] / result.values[n]
+        if n in LEAKS:
+            assert rel > 0.2, (n, rel)
+        else:
+            assert rel < 0.01, (n, rel)
     assert result.cost < result.cost0 / 20
     assert result.cost_history[0] == result.cost0
     assert result.jacobian.shape == (result.residuals.size, len(spec))
