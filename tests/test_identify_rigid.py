@@ -199,3 +199,37 @@ def test_motor_side_measurements(robot, fitted):
         rigid.generalized_forces(by_current, names, rigid.Drives(G))
     with pytest.raises(ValueError, match="gear_ratio\\['joint1'\\] must be finite and non-zero"):
         rigid.Drives({"joint1": 0.0})
+
+
+def test_the_closed_chain_arm_identified_and_simulated(tmp_path):
+    """`--model arm`: the series-parallel arm's regressor runs through its coordinate map
+    (minimal coordinates phi, theta, delta); the identified bodies then drive the controller
+    model of `jaxmb simulate --params`."""
+    arm = jaxmb.models.series_parallel_3dof()
+    t = np.arange(0.0, 10.0, 0.005)
+    q = np.stack([0.4 * np.sin(0.6 * t) + 0.2 * np.sin(1.7 * t),
+                  0.35 + 0.2 * np.sin(0.8 * t + 1) + 0.05 * np.sin(2.1 * t),
+                  0.1 + 0.05 * np.sin(0.5 * t + 0.3) + 0.02 * np.sin(1.9 * t)], axis=1)  # fmt: skip
+    w = np.array([[0.6, 1.7], [0.8, 2.1], [0.5, 1.9]])
+    a = np.array([[0.4, 0.2], [0.2, 0.05], [0.05, 0.02]])
+    ph = np.array([[0.0, 0.0], [1.0, 0.0], [0.3, 0.0]])
+    qd = np.stack([sum(a[i, k] * w[i, k] * np.cos(w[i, k] * t + ph[i, k]) for k in range(2))
+                   for i in range(3)], axis=1)  # fmt: skip
+    qdd = np.stack([sum(-a[i, k] * w[i, k] ** 2 * np.sin(w[i, k] * t + ph[i, k]) for k in range(2))
+                    for i in range(3)], axis=1)  # fmt: skip
+    tau = np.asarray(jax.vmap(lambda x, y, z: jaxmb.inverse_dynamics(arm, x, y, z))(q, qd, qdd))
+    tau = tau + 0.5 * np.random.default_rng(0).normal(size=tau.shape)
+    names = arm.coordinate_names
+    write_log(tmp_path / "arm.csv", Log(t, {**{c: q[:, i] for i, c in enumerate(names)},
+              **{f"tau_{c}": tau[:, i] for i, c in enumerate(names)}}))  # fmt: skip
+    out = tmp_path / "out"
+    assert cli.main(["identify", str(tmp_path / "arm.csv"), "--model", "arm", "--terms", "",
+                     "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    # the fit reaches the 0.5 N m (N) noise and no further
+    for v in summary["fit_rmse"].values():
+        assert 0.45 < v < 0.6
+    sim = tmp_path / "sim"
+    argv = ["simulate", "--params", str(out / "params.json"), "--t-final", "0.05",
+            "--dt-save", "0.01", "--out", str(sim), "--no-plots", "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0 and (sim / "summary.json").is_file()
