@@ -3,6 +3,8 @@
 ``jaxmb identify LOG --model NAME`` identifies a model from a logged experiment (the main job;
 plain ``jaxmb`` runs it on the bundled KR300 recordings).
 ``jaxmb simulate`` runs the Section IV closed-loop scenario and writes its report.
+``jaxmb montecarlo CONFIG.toml --out DIR`` runs a Monte Carlo robustness study (resumable).
+``jaxmb tune`` tunes the robust controller's gains against the practical-stability bounds.
 ``jaxmb state`` (also ``jaxmb --q ...``) prints, for the 3-DoF series-parallel arm at a given
 state, Gamma, the per-body Gamma_i, h, the gravity force and the forward-dynamics acceleration.
 """
@@ -350,6 +352,98 @@ def identify_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_devices(args: argparse.Namespace) -> None:
+    """Before jax is imported: split the CPU into XLA devices (one per core by default, so that
+    a sharded batch uses every core), and join a multi-process run if asked."""
+    import os
+
+    n = args.cpu_devices or os.cpu_count() or 1
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    if args.coordinator or args.distributed:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if args.coordinator:
+            if args.num_processes is None or args.process_id is None:
+                raise SystemExit("jaxmb: --coordinator needs --num-processes and --process-id")
+            jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+        else:
+            jax.distributed.initialize()  # detected from the cluster (SLURM, Open MPI, ...)
+
+
+def montecarlo_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    for name in ("samples", "chunk"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise SystemExit(f"jaxmb montecarlo: --{name}: expected an integer >= 1, got {v}")
+    out = Path(args.out)
+    _check_out(out)
+    _setup_devices(args)
+    import jax
+
+    from jaxmb.control import montecarlo, study_config
+    from jaxmb.control.mc_report import write_mc_report
+
+    try:
+        cfg = study_config.load_config(args.config)
+        if args.gains is not None:
+            cfg.setdefault("controller", {})["gains"] = str(Path(args.gains).resolve())
+        study, controller, n, chunk, lanes, desc = study_config.build_study(
+            cfg, samples=args.samples, chunk=args.chunk
+        )
+    except ValueError as err:
+        raise SystemExit(f"jaxmb montecarlo: {err}") from None
+    lead = jax.process_index() == 0
+    if lead:
+        print(
+            f"jaxmb montecarlo: {desc['study']['scenario']}, {n} samples (chunks of {chunk}, "
+            f"{lanes} lanes) over {len(jax.devices())} device(s), {jax.process_count()} "
+            f"process(es) -> {out}/"
+        )
+    try:
+        table = montecarlo.run_study(
+            study, controller, out, samples=n, chunk=chunk, description=desc,
+            progress=not args.quiet, lanes=lanes,
+        )  # fmt: skip
+    except ValueError as err:
+        raise SystemExit(f"jaxmb montecarlo: {err}") from None
+    if table is None:
+        return 0
+    summary = write_mc_report(out, table, study, plots=not args.no_plots)
+    print(f"{summary['samples']} samples, {summary['failed']} failed")
+    if "fraction_within_bound" in summary:
+        print(f"within the computed ultimate bound: {summary['fraction_within_bound']:.1%}")
+        print(f"kappa_i > dbar_i (eq. 25): {summary['fraction_kappa_exceeds_dbar']}")
+    for c in study.coordinate_names:
+        f = summary["figures"].get(f"rmse_{c}")
+        if f:
+            print(f"rmse {c}: median {f['p50']:.4g}, p95 {f['p95']:.4g}, max {f['max']:.4g}")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _add_device_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="split the CPU into this many XLA devices (default: one per core)",
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process run whose layout JAX detects (SLURM, Open MPI, ...)",
+    )
+    p.add_argument("--coordinator", default=None, help="host:port of process 0 (jax.distributed)")
+    p.add_argument("--num-processes", type=int, default=None, help="with --coordinator")
+    p.add_argument("--process-id", type=int, default=None, help="with --coordinator")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxmb", description="Differentiable multibody dynamics for closed-chain manipulators."
@@ -471,6 +565,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)
+    p = sub.add_parser(
+        "montecarlo",
+        help="a Monte Carlo robustness study over perturbed plants (resumable)",
+        description="Run the study CONFIG.toml describes (see jaxmb.control.study_config and "
+        "data/montecarlo_*.toml) and write DIR/results.parquet (one row per sample), "
+        "DIR/summary.json and plots. Running it again on an interrupted DIR resumes it.",
+    )
+    p.add_argument("config", help="the study's TOML file")
+    p.add_argument("--out", default="out/montecarlo", help="the study folder")
+    p.add_argument("--samples", type=int, default=None, help="N (overrides the config)")
+    p.add_argument("--chunk", type=int, default=None, help="samples per jitted call")
+    p.add_argument("--gains", default=None, help="gains file of `jaxmb tune` for the controller")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device_options(p)
+    p.set_defaults(func=montecarlo_cmd)
     return parser
 
 

@@ -25,7 +25,7 @@ from .kinematics import (
     frame_jacobian,
     frame_transforms,
 )
-from .model import Model
+from .model import Model, runtime_check
 from .recursive import body_spatial_inertias, crba, rnea
 from .spatial import skew
 
@@ -248,7 +248,7 @@ def forward_dynamics(
     zero = jnp.zeros_like(qd)
     rest = inverse_dynamics(model, q, qd, zero, wrenches, method=method)  # h - Q_e
     L = jnp.linalg.cholesky(mass_matrix(model, q))  # NaN entries if Gamma is not SPD
-    L = eqx.error_if(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
+    L = runtime_check(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
     return jsl.cho_solve((L, True), tau - rest)
 
 

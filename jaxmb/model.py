@@ -22,6 +22,7 @@ coordinates ``q`` to the augmented ones; ``E = dXi/dq`` is obtained by autodiff.
 from __future__ import annotations
 
 import abc
+import contextlib
 
 import equinox as eqx
 import jax
@@ -38,6 +39,8 @@ __all__ = [
     "Model",
     "replace_body",
     "replace_placement",
+    "runtime_check",
+    "failures_as_nan",
 ]
 
 WORLD = "S"
@@ -49,6 +52,43 @@ def _tol(x) -> float:
     return 1e-9 if jnp.asarray(x).dtype == jnp.float64 else 1e-6
 
 
+_FAILURES_AS_NAN = [False]
+
+
+@contextlib.contextmanager
+def failures_as_nan():
+    """Within this context, functions *traced* here turn a failed run-time check (a state
+    outside a coordinate map's domain, a Gamma that is not positive definite, a traced
+    parameter out of range) into NaN instead of raising.
+
+    For batched studies: under `jax.vmap` an `equinox.error_if` raises for the whole batch
+    when one element fails, so a Monte Carlo study traces its samples under this context;
+    a NaN then makes the adaptive solver reject steps until it fails, and
+    ``simulate(throw=False)`` reports ``success = False`` for that sample alone.
+
+    The mode is read when a function is traced, and jitted inner functions (the public
+    dynamics functions) keep their traces, so entering and leaving the context clears JAX's
+    caches: what is compiled inside is recompiled outside, and the other way round."""
+    old = _FAILURES_AS_NAN[0]
+    if not old:
+        jax.clear_caches()
+    _FAILURES_AS_NAN[0] = True
+    try:
+        yield
+    finally:
+        _FAILURES_AS_NAN[0] = old
+        if not old:
+            jax.clear_caches()
+
+
+def runtime_check(x, pred, msg: str):
+    """``x``, checked at run time: raise ``msg`` (`equinox.error_if`) where ``pred`` holds,
+    or return NaN there inside `failures_as_nan`."""
+    if _FAILURES_AS_NAN[0]:
+        return jax.tree.map(lambda v: jnp.where(pred, jnp.nan, v), x)
+    return eqx.error_if(x, pred, msg)
+
+
 def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
     """Concrete input: raise ValueError now. Traced input (jit/vmap/grad): check at run time.
 
@@ -58,7 +98,7 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
     if isinstance(x, jax.core.Tracer):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
-        return eqx.error_if(x, jnp.any(bad(x)), msg)  # the returned x must be used
+        return runtime_check(x, jnp.any(bad(x)), msg)  # the returned x must be used
     with jax.ensure_compile_time_eval():  # concrete values stay concrete, even inside jit
         x = jnp.asarray(x)
         if not jnp.issubdtype(x.dtype, jnp.floating):

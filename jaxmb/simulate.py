@@ -424,6 +424,7 @@ def simulate(
     inertia: str = "nonsymmetric",
     actuator_state0: Mapping | None = None,
     fixed_step: float | None = None,
+    dtmin: float | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -475,6 +476,10 @@ def simulate(
         fixed_step: integrate with this constant step (s) instead of the adaptive PID
             controller, e.g. ``solver="rk4", fixed_step=1e-3`` (Petrovic & Mattila's ode4
             setting); ``rtol``/``atol`` are then unused and ``ts`` should be multiples of it.
+        dtmin: smallest step (s) the adaptive controller may take; a solve that needs a
+            smaller one fails at once instead of spending ``max_steps`` on rejected steps, as it
+            does when the state leaves the model's domain inside `jaxmb.model.failures_as_nan`
+            (batched studies). None: no minimum.
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -539,7 +544,11 @@ def simulate(
         controller_ = diffrax.ConstantStepSize()
         dt0 = fixed_step
     else:
-        controller_ = diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts)
+        if dtmin is not None and not dtmin > 0:
+            raise ValueError(f"simulate: dtmin must be > 0 s, got {dtmin}")
+        controller_ = diffrax.PIDController(
+            rtol=rtol, atol=atol, jump_ts=jump_ts, dtmin=dtmin, force_dtmin=dtmin is None
+        )
     solve = _Solve(
         solver,
         controller_,

@@ -18,7 +18,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..model import Body, CoordinateMap, Frame, Model, _checked
+from ..model import Body, CoordinateMap, Frame, Model, _checked, runtime_check
 from ..spatial import rot_z
 
 __all__ = [
@@ -132,8 +132,8 @@ class CraneLoops(CoordinateMap):
         d2 = self.O2 + rot_z(q[1]) @ self.B2 - self.A2  # tilt: in L
         s1 = jnp.hypot(d1[0], d1[1])
         s2 = jnp.hypot(d2[0], d2[1])
-        s1 = eqx.error_if(s1, ~(s1 > 0), "lift_tilt_crane: lift cylinder pins coincide")
-        s2 = eqx.error_if(s2, ~(s2 > 0), "lift_tilt_crane: tilt cylinder pins coincide")
+        s1 = runtime_check(s1, ~(s1 > 0), "lift_tilt_crane: lift cylinder pins coincide")
+        s2 = runtime_check(s2, ~(s2 > 0), "lift_tilt_crane: tilt cylinder pins coincide")
         a1 = jnp.arctan2(d1[1], d1[0])
         a2 = jnp.arctan2(d2[1], d2[0])
         return jnp.stack([q[0], q[1], a1, s1, a2, s2])

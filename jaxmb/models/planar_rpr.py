@@ -16,6 +16,7 @@ legs 2 and 3 (eq. (50), four equations). The mechanism lies in the horizontal xy
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ..kinematics import frame_pose
@@ -36,8 +37,8 @@ ACTUATED = ("theta1", "theta3", "theta5")  # eq. (48)
 # Section 6
 L = 2.0  # m, AB = AC = CB
 L7 = 0.4  # m, DE = DF
-ALPHA = jnp.deg2rad(60.0)  # angle FDE
-BETA = jnp.deg2rad(30.0)  # angle GDE
+ALPHA = float(np.deg2rad(60.0))  # angle FDE
+BETA = float(np.deg2rad(30.0))  # angle GDE
 G7 = 0.231  # m, DG
 A_COM = 0.3  # m, a_i: AG1, DG2, BG3, EG4, CG5, FG6
 M_LEG, I_LEG = 5.0, 0.15  # kg, kg m^2 (links 1-6)

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..model import Body, CoordinateMap, Frame, Model, _checked
+from ..model import Body, CoordinateMap, Frame, Model, _checked, runtime_check
 from ..projection import ConstrainedSystem, PointCoincidence
 from ..spatial import rot_x
 
@@ -65,7 +65,7 @@ class TriangleLoop(CoordinateMap):
     def __call__(self, q: Float[Array, "3"]) -> Float[Array, " nhat"]:
         phi, theta, delta = q[0], q[1], q[2]
         c = (delta + self.l0) ** 2 / (2 * self.L0**2) - 1
-        c = eqx.error_if(
+        c = runtime_check(
             c,
             ~(jnp.abs(c) < 1),
             "series_parallel_3dof: delta is outside the triangle's domain "

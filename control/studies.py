@@ -1,0 +1,333 @@
+r"""The scenarios a Monte Carlo study runs: one sample is a perturbed plant (`sampling`), an
+initial error and a disturbance level, simulated in closed loop and reduced to fixed-size
+figures (`SampleFigures`), so that a batch of samples is one vmapped, jitted computation.
+
+- `ArmStudy`: Dastranj & Mattila (2026) Section IV (`section_iv`): the full arm under the robust
+  controller of eq. (18) on the nominal model. Besides the errors and efforts, every sample gets
+  its own ``dbar`` (eq. (19) along its run, `lumped_uncertainty`) and the ultimate bounds of
+  eqs. (22)-(25) it implies, and whether its measured errors stayed within them.
+- `CraneStudy`: the lift/tilt crane under VDC (Petrovic & Mattila (2022) eqs. (90)-(91)) on the
+  A-B-C-D task, with valve saturation and pressure-limit figures. VDC's stability result is
+  virtual stability (L2/L-infinity, Theorem 5), not an ultimate bound, so its rows carry none.
+
+Scenario-level leaves a study adds to the plant's (`sampling.leaf_getter`):
+``initial_error.<coordinate>`` (q0 - q_d(0) for the arm, q0 - waypoint A for the crane),
+``disturbance.scale`` (a factor on the arm's push) and ``body.payload.mass`` (a point mass at
+the tool, kg, that the controller does not know).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, lift_tilt_crane_plant
+from jaxmb.models.series_parallel import STROKE
+from jaxmb.simulate import simulate
+
+from .bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
+from .crane_run import ATOL as CRANE_ATOL
+from .crane_run import RTOL as CRANE_RTOL
+from .crane_run import crane_controller
+from .robust import RobustController
+from .sampling import Distribution, leaf_getter, nominal_value, with_leaves, with_point_mass
+from .scenario import Scenario, section_iv
+from .vdc_control import VDCController
+
+__all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study"]
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """diffrax options of every sample's solve (``max_steps`` exhausted = a failed sample)."""
+
+    rtol: float = 1e-6
+    atol: float = 1e-8
+    max_steps: int = 200_000
+    dt_save: float = 0.01
+    dtmin: float = 1e-9
+
+    def __post_init__(self):
+        for k in ("rtol", "atol", "dt_save", "dtmin"):
+            v = getattr(self, k)
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"solver.{k}: must be a finite number > 0, got {v}")
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ValueError(f"solver.max_steps: must be an integer >= 1, got {self.max_steps}")
+
+
+def _split(names, scenario_keys):
+    """Indices of the plant's leaves and of the scenario-level ones among ``names``."""
+    plant_idx = [i for i, n in enumerate(names) if n.split(".")[0] not in scenario_keys]
+    return plant_idx, [i for i in range(len(names)) if i not in plant_idx]
+
+
+def _excursion_time(bad, dt):
+    """Seconds during which ``bad`` holds, on a save grid of step ``dt``."""
+    return jnp.sum(bad, axis=0) * dt
+
+
+class _Study(eqx.Module):
+    """What both studies share: the distribution and the nominal values of its parameters."""
+
+    distribution: Distribution = eqx.field(static=True)
+    nominal_values: Float[Array, " P"]
+    seed: int = eqx.field(static=True)
+    options: SolverOptions = eqx.field(static=True)
+    settle: float = eqx.field(static=True)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return self.distribution.names
+
+    def values(self, index) -> Float[Array, " P"]:
+        """Sample ``index``'s parameter values (depend on the seed and the index alone)."""
+        return self.distribution.sample(self.nominal_values, self.seed, index)
+
+    def _scenario_value(self, values, key: str, default):
+        names = self.parameter_names
+        return values[names.index(key)] if key in names else default
+
+    def _plant_values(self, values) -> dict:
+        return {
+            n: values[i]
+            for i, n in enumerate(self.parameter_names)
+            if n.split(".")[0] not in ("initial_error", "disturbance")
+        }
+
+
+def _nominal_values(system, distribution, scenario_defaults) -> np.ndarray:
+    out = []
+    for n in distribution.names:
+        if n in scenario_defaults:
+            out.append(scenario_defaults[n])
+        elif n.split(".")[0] in ("initial_error", "disturbance"):
+            raise ValueError(
+                f"parameter {n!r}: unknown scenario parameter; this study has "
+                f"{sorted(scenario_defaults)}"
+            )
+        else:
+            out.append(nominal_value(system, n))
+    return np.asarray(out, dtype=float)
+
+
+class ArmStudy(_Study):
+    """The Section IV scenario over perturbed plants (see the module docstring).
+
+    Attributes:
+        scenario: the nominal scenario (its controller is the default; `run` takes any).
+        ts: save times, s.
+        gamma: bounds of the nominal Gamma's eigenvalues over the workspace (eq. (23)).
+        torque_limit: |Q_a| limits per coordinate (N m, N m, N) the saturation time refers to.
+    """
+
+    scenario: Scenario
+    ts: Float[Array, " T"]
+    gamma: tuple[Array, Array]
+    torque_limit: Float[Array, " n"]
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        return self.scenario.plant.coordinate_names
+
+    def realise(self, values):
+        """``(plant, q0, disturbance)`` of a sample."""
+        sc = self.scenario
+        plant = with_leaves(sc.plant, self._plant_values(values))
+        e0 = jnp.stack(
+            [
+                self._scenario_value(values, f"initial_error.{c}", sc.q0[i] - sc.reference(0.0)[i])
+                for i, c in enumerate(self.coordinate_names)
+            ]
+        )
+        scale = self._scenario_value(values, "disturbance.scale", 1.0)
+        dist = jax.tree.map(lambda x: x * scale, sc.disturbance, is_leaf=eqx.is_array)
+        return plant, sc.reference(0.0) + e0, dist
+
+    def run(self, controller: RobustController, values) -> dict[str, Array]:
+        """One sample's figures (scalars, NaN where the solve failed: see `failed`)."""
+        plant, q0, dist = self.realise(values)
+        o = self.options
+        tr = simulate(
+            plant, controller, self.scenario.reference, q0, self.scenario.qd0, self.ts,
+            disturbance=dist, throw=False, rtol=o.rtol, atol=o.atol, max_steps=o.max_steps,
+            dtmin=o.dtmin,
+        )  # fmt: skip
+        d = jax.vmap(
+            lambda t_, q, qd, u: lumped_uncertainty(
+                controller.model, plant, t_, q, qd, u, wrenches=dist.wrenches_at
+            )
+        )(tr.t, tr.q, tr.qd, tr.u)
+        dbar = jnp.max(jnp.abs(d), axis=0)
+        b = ultimate_bounds(
+            controller.K, controller.kappa, controller.eps, controller.Lambda, dbar, *self.gamma
+        )
+        e = tr.e
+        after = (tr.t >= self.settle)[:, None]
+        max_err = jnp.max(jnp.where(after, jnp.abs(e), 0.0), axis=0)
+        delta = tr.q[:, 2]
+        out = {
+            "rmse": jnp.sqrt(jnp.mean(e**2, axis=0)),
+            "max_error": max_err,
+            "peak_effort": jnp.max(jnp.abs(tr.u), axis=0),
+            "effort_limit_time": _excursion_time(jnp.abs(tr.u) > self.torque_limit, o.dt_save),
+            "dbar": dbar,
+            "bound_e": b.e,
+            "kappa_exceeds_dbar": b.kappa_exceeds_dbar,
+        }
+        flat = {
+            f"{k}_{c}": v[i] for k, v in out.items() for i, c in enumerate(self.coordinate_names)
+        }
+        flat["bound_held"] = jnp.all(max_err <= b.e)
+        flat["stroke_exit_time"] = _excursion_time(
+            (delta < STROKE[0]) | (delta > STROKE[1]), o.dt_save
+        )
+        flat["num_steps"] = tr.num_steps
+        flat["failed"] = ~tr.success
+        return flat
+
+
+def arm_study(
+    distribution: Distribution,
+    *,
+    seed: int = 0,
+    t_final: float = 20.0,
+    options: SolverOptions = SolverOptions(),
+    settle: float = 5.0,
+    torque_limit=(np.inf, np.inf, np.inf),
+    payload: float = 0.0,
+    **gains,
+) -> tuple[ArmStudy, RobustController]:
+    """The Section IV study and its default controller (Table II gains unless given).
+
+    With a ``body.payload.mass`` parameter the plant carries a point mass at the tool frame F3
+    (nominal ``payload`` kg) that the controller's model does not have."""
+    sc = section_iv(t_final=t_final, **gains)
+    if "body.payload.mass" in distribution.names or payload > 0:
+        sc = eqx.tree_at(lambda s: s.plant, sc, with_point_mass(sc.plant, "payload", "F3", payload))
+    e0 = np.asarray(sc.q0 - sc.reference(0.0))
+    defaults = {f"initial_error.{c}": float(e0[i]) for i, c in enumerate(sc.plant.coordinate_names)}
+    defaults["disturbance.scale"] = 1.0
+    nominal = _nominal_values(sc.plant, distribution, defaults)
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
+    # the workspace box of eq. (23): the reference's range plus the initial errors and a margin,
+    # inside the chain's domain in delta, (-l0, 2 L0 - l0)
+    ref = np.asarray(jax.vmap(sc.reference)(ts))
+    lo = ref.min(axis=0) - np.abs(e0) - 0.05
+    hi = ref.max(axis=0) + np.abs(e0) + 0.05
+    lo[2], hi[2] = max(lo[2], -0.4), min(hi[2], 0.27)
+    # rounded: the search's last bit varies with the device layout, and a sample's figures
+    # must not (the bounds are estimates to a few digits anyway)
+    gamma = tuple(
+        jnp.asarray(float(f"{float(g):.12g}")) for g in inertia_eigenvalue_bounds(sc.nominal, lo, hi)
+    )
+    limit = np.broadcast_to(np.asarray(torque_limit, dtype=float), (3,))
+    if not np.all(limit > 0):
+        raise ValueError(f"limits.torque: must be > 0 (N m, N m, N), got {limit}")
+    study = ArmStudy(
+        distribution=distribution,
+        nominal_values=jnp.asarray(nominal),
+        seed=int(seed),
+        options=options,
+        settle=min(float(settle), 0.5 * t_final),
+        scenario=sc,
+        ts=ts,
+        gamma=gamma,
+        torque_limit=jnp.asarray(limit),
+    )
+    return study, sc.controller
+
+
+class CraneStudy(_Study):
+    """The crane's VDC closed loop on the A-B-C-D task over perturbed plants.
+
+    Attributes:
+        plant: the nominal plant (with a ``payload`` point mass at the tool, 0 kg nominal).
+        ts: save times, s.
+    """
+
+    plant: object
+    ts: Float[Array, " T"]
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        return self.plant.coordinate_names
+
+    def realise(self, values):
+        plant = with_leaves(self.plant, self._plant_values(values))
+        q0 = jnp.asarray(WAYPOINTS["A"], dtype=float)
+        e0 = jnp.stack(
+            [self._scenario_value(values, f"initial_error.{c}", 0.0) for c in self.coordinate_names]
+        )
+        return plant, q0 + e0
+
+    def run(self, controller: VDCController, values) -> dict[str, Array]:
+        plant, q0 = self.realise(values)
+        o = self.options
+        tr = simulate(
+            plant, controller, controller.reference, q0, jnp.zeros(2), self.ts, throw=False,
+            rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin,
+        )  # fmt: skip
+        e = tr.e
+        after = (tr.t >= self.settle)[:, None]
+        flat = {}
+        for i, c in enumerate(self.coordinate_names):
+            flat[f"rmse_{c}"] = jnp.sqrt(jnp.mean(e[:, i] ** 2))
+            flat[f"max_error_{c}"] = jnp.max(jnp.where(after[:, 0], jnp.abs(e[:, i]), 0.0))
+        for j, a in enumerate(plant.actuators):
+            u = tr.u[:, j]
+            flat[f"peak_effort_{a.name}"] = jnp.max(jnp.abs(u))
+            flat[f"valve_saturation_time_{a.name}"] = _excursion_time(
+                jnp.abs(u) >= a.valve.u_max, o.dt_save
+            )
+            for kind in ("cavitation", "overpressure", "stroke_end"):
+                ev = tr.events[f"{kind}_{a.name}"]
+                flat[f"{kind}_time_{a.name}"] = ev["duration"]
+        flat["pressure_limits_hit"] = (
+            sum(
+                (tr.events[f"{k}_{a.name}"]["count"] > 0).astype(int)
+                for k in ("cavitation", "overpressure")
+                for a in plant.actuators
+            )
+            > 0
+        )
+        flat["num_steps"] = tr.num_steps
+        flat["failed"] = ~tr.success
+        return flat
+
+
+def crane_study(
+    distribution: Distribution,
+    *,
+    seed: int = 0,
+    t_final: float = T_FINAL_ABCD,
+    options: SolverOptions = SolverOptions(rtol=CRANE_RTOL, atol=CRANE_ATOL, dt_save=1e-3),  # noqa: B008
+    settle: float = 0.0,
+    payload: float = 0.0,
+    **gains,
+) -> tuple[CraneStudy, VDCController]:
+    """The crane study and its VDC controller (`crane_run.GAINS` unless given), whose model is
+    the spec's plant without the payload."""
+    plant = with_point_mass(lift_tilt_crane_plant(), "payload", "tool", payload)
+    controller = crane_controller(**gains)
+    defaults = {f"initial_error.{c}": 0.0 for c in plant.coordinate_names}
+    nominal = _nominal_values(plant, distribution, defaults)
+    for n in distribution.names:
+        if n.split(".")[0] not in ("initial_error",):
+            leaf_getter(plant, n)
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
+    study = CraneStudy(
+        distribution=distribution,
+        nominal_values=jnp.asarray(nominal),
+        seed=int(seed),
+        options=options,
+        settle=min(float(settle), 0.5 * t_final),
+        plant=plant,
+        ts=ts,
+    )
+    return study, controller

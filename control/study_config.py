@@ -1,0 +1,191 @@
+"""Monte Carlo study configurations (TOML), as ``jaxmb montecarlo CONFIG.toml`` reads them.
+
+```toml
+[study]
+scenario = "section_iv"        # or "crane"
+samples = 1000                 # N (--samples overrides)
+chunk = 100                    # samples per jitted call (--chunk overrides; results do not
+                               # depend on it)
+lanes = 32                     # samples vmapped together on a device (results are bitwise
+                               # reproducible for the same lanes)
+seed = 0
+t_final = 20.0                 # s
+settle = 5.0                   # s: "max error after the transient" is measured from here
+payload = 0.0                  # kg at the tool, nominal (the controller never knows it)
+
+[solver]                       # every sample's solve (SolverOptions)
+rtol = 1e-6
+atol = 1e-8
+max_steps = 100000
+dt_save = 0.01
+dtmin = 1e-9
+
+[controller]                   # gains; or gains = "out/tune/gains.json" (from `jaxmb tune`)
+K = [30.0, 30.0, 30.0]
+
+[limits]
+torque = [1000.0, 4000.0, 10000.0]   # |Q_a| limits, N m, N m, N (arm)
+
+[[parameter]]                  # one block per perturbed leaf (`sampling` names them)
+name = "body.link1.mass"
+distribution = "uniform"       # uniform: nominal (1 +- spread); normal; range: low..high
+spread = 0.1
+
+[[correlation]]                # optional: a Gaussian copula over pairs
+parameters = ["body.link1.mass", "body.link2.mass"]
+rho = 0.5
+```
+
+Every unknown key is an error that names it, as is a missing or mistyped value.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from .sampling import Distribution, Parameter
+from .studies import SolverOptions, arm_study, crane_study
+
+__all__ = ["load_config", "build_study", "read_gains", "write_gains", "SCENARIOS"]
+
+SCENARIOS = ("section_iv", "crane")
+ARM_GAINS = ("Lambda", "K", "kappa", "eps")
+CRANE_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
+_SECTIONS = {
+    "study": {"scenario", "samples", "chunk", "lanes", "seed", "t_final", "settle", "payload"},
+    "solver": {"rtol", "atol", "max_steps", "dt_save", "dtmin"},
+    "controller": {"gains", *ARM_GAINS, *CRANE_GAINS},
+    "limits": {"torque"},
+    "parameter": {"name", "distribution", "spread", "low", "high"},
+    "correlation": {"parameters", "rho"},
+}
+
+
+def _unknown(where: str, given, allowed) -> None:
+    extra = sorted(set(given) - set(allowed))
+    if extra:
+        raise ValueError(f"{where}: unknown key(s) {extra}; expected some of {sorted(allowed)}")
+
+
+def load_config(path) -> dict:
+    """The TOML file as a dict, with its sections and keys checked."""
+    path = Path(path)
+    try:
+        cfg = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"config: no file {str(path)!r}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"config {path}: not valid TOML: {err}") from None
+    _unknown(f"config {path}", cfg, _SECTIONS)
+    for sec in ("study", "solver", "controller", "limits"):
+        if not isinstance(cfg.get(sec, {}), dict):
+            raise ValueError(f"config {path}: [{sec}] must be a table")
+        _unknown(f"config {path} [{sec}]", cfg.get(sec, {}), _SECTIONS[sec])
+    for sec in ("parameter", "correlation"):
+        blocks = cfg.get(sec, [])
+        if not isinstance(blocks, list):
+            raise ValueError(f"config {path}: [[{sec}]] must be an array of tables")
+        for k, b in enumerate(blocks):
+            _unknown(f"config {path} [[{sec}]] #{k + 1}", b, _SECTIONS[sec])
+    if cfg.get("study", {}).get("scenario") not in SCENARIOS:
+        raise ValueError(
+            f"config {path} [study] scenario: expected one of {SCENARIOS}, got "
+            f"{cfg.get('study', {}).get('scenario')!r}"
+        )
+    cfg["_dir"] = str(path.resolve().parent)
+    return cfg
+
+
+def read_gains(path, scenario: str) -> dict:
+    """Gains written by `write_gains` (``jaxmb tune``) for ``scenario``."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"gains file {str(path)!r}: cannot read JSON: {err}") from None
+    if data.get("scenario") != scenario or not isinstance(data.get("gains"), dict):
+        raise ValueError(
+            f"gains file {path}: expected {{'scenario': {scenario!r}, 'gains': {{...}}}}, got "
+            f"scenario {data.get('scenario')!r}"
+        )
+    allowed = ARM_GAINS if scenario == "section_iv" else CRANE_GAINS
+    _unknown(f"gains file {path}", data["gains"], allowed)
+    return data["gains"]
+
+
+def write_gains(path, scenario: str, gains: dict, **extra) -> None:
+    """Gains as JSON (``jaxmb simulate --gains`` and ``[controller] gains`` read them)."""
+    body = {"scenario": scenario, "gains": {k: list(map(float, v)) for k, v in gains.items()}}
+    Path(path).write_text(json.dumps({**body, **extra}, indent=1))
+
+
+def _number(where: str, x, *, integer: bool = False):
+    ok = isinstance(x, int) if integer else isinstance(x, int | float)
+    if not ok or isinstance(x, bool):
+        raise ValueError(f"{where}: expected {'an integer' if integer else 'a number'}, got {x!r}")
+    return x
+
+
+def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = None):
+    """``(study, controller, samples, chunk, lanes, description)`` from a loaded configuration;
+    ``samples``/``chunk`` override the file's. ``description`` is what identifies the study
+    (everything but samples and chunk) for `montecarlo.run_study`."""
+    st = dict(cfg.get("study", {}))
+    scenario = st["scenario"]
+    params = []
+    for k, b in enumerate(cfg.get("parameter", [])):
+        where = f"[[parameter]] #{k + 1}"
+        if "name" not in b:
+            raise ValueError(f"{where}: needs a name")
+        kw = {f: float(_number(f"{where} {f}", b[f])) for f in ("spread", "low", "high") if f in b}
+        params.append(Parameter(str(b["name"]), str(b.get("distribution", "uniform")), **kw))
+    pairs = []
+    for k, c in enumerate(cfg.get("correlation", [])):
+        names = c.get("parameters")
+        if not (isinstance(names, list) and len(names) == 2) or "rho" not in c:
+            raise ValueError(f"[[correlation]] #{k + 1}: needs parameters = [a, b] and rho")
+        pairs.append(
+            (names[0], names[1], float(_number(f"[[correlation]] #{k + 1} rho", c["rho"])))
+        )
+    dist = Distribution.from_pairs(params, pairs)
+    solver = {k: _number(f"[solver] {k}", v, integer=k == "max_steps")
+              for k, v in cfg.get("solver", {}).items()}  # fmt: skip
+    ctrl = dict(cfg.get("controller", {}))
+    gains_path = ctrl.pop("gains", None)
+    gains = {}
+    if gains_path is not None:
+        p = Path(gains_path)
+        p = p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p
+        gains = read_gains(p, scenario)
+    gains.update(ctrl)
+    allowed = ARM_GAINS if scenario == "section_iv" else CRANE_GAINS
+    _unknown(f"[controller] for scenario {scenario!r}", gains, allowed)
+    common = {
+        "seed": _number("[study] seed", st.get("seed", 0), integer=True),
+        "payload": float(_number("[study] payload", st.get("payload", 0.0))),
+    }
+    for k in ("t_final", "settle"):
+        if k in st:
+            common[k] = float(_number(f"[study] {k}", st[k]))
+    if scenario == "section_iv":
+        options = SolverOptions(**{"max_steps": 100_000, **solver})
+        limits = cfg.get("limits", {})
+        if "torque" in limits:
+            common["torque_limit"] = limits["torque"]
+        study, controller = arm_study(dist, options=options, **common, **gains)
+    else:
+        if "limits" in cfg:
+            raise ValueError("[limits]: the crane's limits are its valves' (10 V) and pressures")
+        defaults = {"rtol": 1e-6, "atol": 1e-8, "dt_save": 1e-3, "max_steps": 500_000}
+        options = SolverOptions(**{**defaults, **solver})
+        study, controller = crane_study(dist, options=options, **common, **gains)
+    n = samples if samples is not None else st.get("samples", 100)
+    m = chunk if chunk is not None else st.get("chunk", 64)
+    n = _number("samples", n, integer=True)
+    m = _number("chunk", m, integer=True)
+    lanes = _number("[study] lanes", st.get("lanes", 32), integer=True)
+    description = {k: v for k, v in cfg.items() if k != "_dir"}
+    description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
+    description["controller"] = {k: v for k, v in gains.items()}
+    return study, controller, n, m, lanes, description
