@@ -58,7 +58,10 @@ def ultimate_bounds(K, kappa, eps, Lambda, dbar, gamma_min, gamma_max) -> Ultima
     )
     lam = jnp.min(K)
     b = jnp.sum(kappa * eps)
-    a = jnp.linalg.norm(jnp.maximum(dbar - kappa, 0.0))
+    excess = jnp.sum(jnp.maximum(dbar - kappa, 0.0) ** 2)
+    # |(dbar - kappa)^+| with a finite gradient where every kappa_i > dbar_i (the norm's is NaN
+    # at 0, and that is where tuned gains end up)
+    a = jnp.where(excess > 0, jnp.sqrt(jnp.where(excess > 0, excess, 1.0)), 0.0)
     mu = (a + jnp.sqrt(a**2 + 4 * lam * b)) / (2 * lam)  # reduces to sqrt(b / lam) when a = 0
     s_bound = jnp.sqrt(gamma_max / gamma_min) * mu  # eq. (23)
     return UltimateBounds(s=s_bound, e=s_bound / Lambda, kappa_exceeds_dbar=kappa > dbar, mu=mu)

@@ -149,10 +149,11 @@ class ArmStudy(_Study):
         dist = jax.tree.map(lambda x: x * scale, sc.disturbance, is_leaf=eqx.is_array)
         return plant, sc.reference(0.0) + e0, dist
 
-    def run(self, controller: RobustController, values) -> dict[str, Array]:
-        """One sample's figures (scalars, NaN where the solve failed: see `failed`)."""
+    def trajectory(self, controller: RobustController, values, options=None):
+        """``(trajectory, dbar)`` of a sample: its closed loop (``throw=False``) and the
+        largest |d_i| of eq. (19) along it (`lumped_uncertainty` at the save times)."""
         plant, q0, dist = self.realise(values)
-        o = self.options
+        o = self.options if options is None else options
         tr = simulate(
             plant, controller, self.scenario.reference, q0, self.scenario.qd0, self.ts,
             disturbance=dist, throw=False, rtol=o.rtol, atol=o.atol, max_steps=o.max_steps,
@@ -163,7 +164,12 @@ class ArmStudy(_Study):
                 controller.model, plant, t_, q, qd, u, wrenches=dist.wrenches_at
             )
         )(tr.t, tr.q, tr.qd, tr.u)
-        dbar = jnp.max(jnp.abs(d), axis=0)
+        return tr, jnp.max(jnp.abs(d), axis=0)
+
+    def run(self, controller: RobustController, values) -> dict[str, Array]:
+        """One sample's figures (scalars, NaN where the solve failed: see `failed`)."""
+        o = self.options
+        tr, dbar = self.trajectory(controller, values)
         b = ultimate_bounds(
             controller.K, controller.kappa, controller.eps, controller.Lambda, dbar, *self.gamma
         )

@@ -60,6 +60,7 @@ _SECTIONS = {
     "limits": {"torque"},
     "parameter": {"name", "distribution", "spread", "low", "high"},
     "correlation": {"parameters", "rho"},
+    "tune": None,  # checked by jaxmb.control.tune_run
 }
 
 
@@ -79,10 +80,11 @@ def load_config(path) -> dict:
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"config {path}: not valid TOML: {err}") from None
     _unknown(f"config {path}", cfg, _SECTIONS)
-    for sec in ("study", "solver", "controller", "limits"):
+    for sec in ("study", "solver", "controller", "limits", "tune"):
         if not isinstance(cfg.get(sec, {}), dict):
             raise ValueError(f"config {path}: [{sec}] must be a table")
-        _unknown(f"config {path} [{sec}]", cfg.get(sec, {}), _SECTIONS[sec])
+        if _SECTIONS[sec] is not None:
+            _unknown(f"config {path} [{sec}]", cfg.get(sec, {}), _SECTIONS[sec])
     for sec in ("parameter", "correlation"):
         blocks = cfg.get(sec, [])
         if not isinstance(blocks, list):
@@ -185,7 +187,7 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     n = _number("samples", n, integer=True)
     m = _number("chunk", m, integer=True)
     lanes = _number("[study] lanes", st.get("lanes", 32), integer=True)
-    description = {k: v for k, v in cfg.items() if k != "_dir"}
+    description = {k: v for k, v in cfg.items() if k not in ("_dir", "tune")}
     description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
     description["controller"] = {k: v for k, v in gains.items()}
     return study, controller, n, m, lanes, description

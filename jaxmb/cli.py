@@ -225,6 +225,13 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     if not args.t_final > 0 or not 0 < args.dt_save <= args.t_final:
         raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
     gains = {k: _gain(getattr(args, k), k) for k in ("Lambda", "K", "kappa", "eps")}
+    if args.gains is not None:
+        from jaxmb.control.study_config import read_gains
+
+        try:
+            gains.update(read_gains(args.gains, "section_iv"))
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
     sc = section_iv(t_final=args.t_final, **gains)
     if args.form != "paper" or args.params is not None:
         import equinox as eqx
@@ -427,6 +434,46 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def tune_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    out = Path(args.out)
+    _check_out(out)
+    _setup_devices(args)
+    from jaxmb.control import study_config
+    from jaxmb.control.tune_run import run_tune
+
+    try:
+        cfg = study_config.load_config(args.config)
+        if args.steps is not None:
+            cfg.setdefault("tune", {})["steps"] = args.steps
+        if args.validation_samples is not None:
+            cfg.setdefault("tune", {})["validation_samples"] = args.validation_samples
+        print(f"jaxmb tune: {args.config} -> {out}/")
+        summary = run_tune(cfg, out, progress=not args.quiet, plots=not args.no_plots)
+    except ValueError as err:
+        raise SystemExit(f"jaxmb tune: {err}") from None
+    tuned, given = summary["gains"]["tuned"], summary["gains"]["given"]
+    print(f"{'':>8}" + "".join(f"{k:>26}" for k in tuned))
+    for label, g in (("given", given), ("tuned", tuned)):
+        print(f"{label:>8}" + "".join(f"{' '.join(f'{x:.3g}' for x in v):>26}"
+                                      for v in g.values()))  # fmt: skip
+    for name in ("given", "tuned"):
+        v = summary[f"validation_{name}"]
+        print(f"validation ({name} gains, {v['samples']} fresh samples, {v['failed']} failed):")
+        for c, r in v.items():
+            if isinstance(r, dict):
+                print(
+                    f"  {c:>6}: kappa {r['kappa']:.4g} vs dbar {r['dbar_max']:.4g} "
+                    f"({'holds' if r['kappa_exceeds_dbar'] else 'fails'}), bound "
+                    f"{r['ultimate_bound_e']:.4g}, measured max error {r['max_error_max']}"
+                )
+    for line in summary["tuning"]["conflicts"]:
+        print(f"conflict: {line}")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
 def _add_device_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cpu-devices",
@@ -495,6 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="identified parameters (params.json of `jaxmb identify`): the arm's controller "
         "model takes its bodies; the crane's plant and VDC model take its hydraulic parameters",
+    )
+    p.add_argument(
+        "--gains", default=None, help="arm: gains.json of `jaxmb tune` (overrides --K etc.)"
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress meter")
@@ -581,6 +631,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_device_options(p)
     p.set_defaults(func=montecarlo_cmd)
+    p = sub.add_parser(
+        "tune",
+        help="tune the robust controller's gains by gradient over a Monte Carlo sample",
+        description="Tune Lambda, K, kappa, eps of eq. (18) through the simulation over the "
+        "[tune] samples of CONFIG.toml (a montecarlo config with a [tune] section), then "
+        "validate the tuned and the given gains on a fresh sample. Writes gains.json "
+        "(`jaxmb simulate --gains`, `jaxmb montecarlo --gains`), history.csv and plots.",
+    )
+    p.add_argument("config", help="the study's TOML file (see data/tune_section_iv.toml)")
+    p.add_argument("--out", default="out/tune", help="output folder (resumes if it has a run)")
+    p.add_argument("--steps", type=int, default=None, help="Adam steps (overrides [tune])")
+    p.add_argument(
+        "--validation-samples", type=int, default=None, help="fresh samples per gain set"
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_device_options(p)
+    p.set_defaults(func=tune_cmd)
     return parser
 
 
