@@ -5,7 +5,8 @@ Execution. A chunk of sample indices is a global array split over a one-axis mes
 devices (`jax.sharding`; `jax.devices()` spans every process once `jax.distributed` is
 initialised); `jax.shard_map` gives each device its slice, which it runs as one vmapped solve
 with its own adaptive loop (devices do not wait for each other's steps). A sample's values
-come from ``fold_in(PRNGKey(seed), index)`` (`sampling.Distribution`) and each device solves
+are drawn on the host from the seed and the index alone (`sampling.Distribution`) and enter
+the computation as data, and each device solves
 ``lanes`` samples at a time, so results do not depend on the chunk size, the device count or
 the process count (`chunk_runner`). Chunks are padded to a multiple of ``lanes`` times the
 device count with samples past the end, which are computed and dropped: one compilation serves
@@ -31,9 +32,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,12 +67,8 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
     mesh = Mesh(np.asarray(devices), ("sample",))
     granule = lanes * len(devices)
 
-    def one(i):
-        values = study.values(i)
-        return {"values": values, **study.run(controller, values)}
-
-    def device_slice(idx):
-        return jax.lax.map(one, idx, batch_size=lanes)
+    def device_slice(values):
+        return jax.lax.map(lambda v: study.run(controller, v), values, batch_size=lanes)
 
     local = jax.shard_map(
         device_slice, mesh=mesh, in_specs=P("sample"), out_specs=P("sample"), check_vma=False
@@ -87,13 +82,14 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
                 f"chunk_runner: {indices.shape[0]} samples are not a multiple of {lanes} lanes "
                 f"x {len(devices)} devices"
             )
+        values = study.values(indices)  # every process draws the same, on the host
         sharding = NamedSharding(mesh, P("sample"))
-        x = jax.make_array_from_callback(indices.shape, sharding, lambda idx: indices[idx])
-        key = indices.shape
+        x = jax.make_array_from_callback(values.shape, sharding, lambda idx: values[idx])
+        key = values.shape
         if key not in compiled:
             with failures_as_nan():
                 compiled[key] = jax.jit(local).lower(x).compile()
-        return compiled[key](x)
+        return {"values": values, **compiled[key](x)}
 
     return run, granule
 
@@ -226,10 +222,14 @@ def run_study(
             part = np.asarray(todo[k : k + size], dtype=np.int64)
             # pad with samples past the end: one compiled shape for every chunk
             pad = np.arange(samples, samples + size - part.shape[0])
-            result = _gather(run(np.concatenate([part, pad])))
+            result = run(np.concatenate([part, pad]))
+            values = result.pop("values")  # host data, the same on every process
+            result = {"values": values, **_gather(result)}
             if lead:
                 rows = {key: v[: part.shape[0]] for key, v in result.items()}
-                _write_chunk(out, _table(part, rows, study.parameter_names), part[0], part[-1] + 1)
+                _write_chunk(
+                    out, _table(part, rows, study.parameter_names), int(part[0]), int(part[-1]) + 1
+                )
             ran += 1
             if bar is not None:
                 bar.update(part.shape[0])
@@ -247,8 +247,3 @@ def run_study(
     pq.write_table(table, tmp)
     os.replace(tmp, out / "results.parquet")
     return table
-
-
-def values_table(study, indices) -> np.ndarray:
-    """The parameter values of samples ``indices`` (no simulation): ``(len, P)``."""
-    return np.asarray(eqx.filter_jit(jax.vmap(study.values))(jnp.asarray(indices)))

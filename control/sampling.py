@@ -1,9 +1,10 @@
 r"""Distributions over perturbed models for Monte Carlo studies and gain tuning.
 
 A perturbed model is the nominal one with some named scalar leaves replaced. A `Distribution`
-draws those values for sample ``i`` from a key of its own, ``fold_in(PRNGKey(seed), i)``, so a
-sample's values depend on the seed and its index alone: the same whatever the chunking, the
-device count or the process count (what makes a sharded study reproducible).
+draws those values for sample ``i`` from a generator of its own (Philox keyed by ``(i, seed)``,
+on the host), so a sample's values depend on the seed and its index alone, bit for bit: the
+same whatever the chunking, the device count or the process count (what makes a sharded study
+reproducible). They enter the jitted computation as data.
 
 Correlation is a Gaussian copula: ``z = L w`` with ``w ~ N(0, I)`` and ``L L^T = R`` the
 correlation matrix; a ``"normal"`` parameter is ``nominal (1 + spread z)``, a ``"uniform"`` one
@@ -25,10 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import ArrayLike
+from scipy import special
 
 from jaxmb.model import Body, Model
 from jaxmb.plant import HydraulicPlant
@@ -125,23 +126,32 @@ class Distribution:
             R[i, j] = R[j, i] = rho
         return cls(tuple(parameters), tuple(map(tuple, R.tolist())))
 
-    def sample(self, nominal: Float[Array, " P"], seed: int, index) -> Float[Array, " P"]:
-        """The values of sample ``index`` (an integer, traced or not; vmap over indices)."""
+    def sample(self, nominal, seed: int, indices) -> np.ndarray:
+        """The values of samples ``indices``, ``(len(indices), P)``, drawn on the host: each
+        row from its own counter-based generator (Philox keyed by ``(index, seed)``), so a
+        row is bitwise the same whatever else is drawn with it (no vectorisation-dependent
+        rounding, as inside a jitted batch)."""
+        nominal = np.asarray(nominal, dtype=float)
+        indices = np.atleast_1d(np.asarray(indices, dtype=np.int64))
         p = len(self.parameters)
-        key = jax.random.fold_in(jax.random.PRNGKey(seed), index)
-        z = jax.random.normal(key, (p,), dtype=float)
+        if np.any(indices < 0):
+            raise ValueError("Distribution.sample: indices must be >= 0")
+        z = np.zeros((indices.size, p))
+        for row, i in enumerate(indices):
+            key = np.array([i, seed], dtype=np.uint64)
+            z[row] = np.random.Generator(np.random.Philox(key=key)).standard_normal(p)
         if self.correlation is not None:
-            z = jnp.linalg.cholesky(jnp.asarray(self.correlation)) @ z
-        u = jax.scipy.stats.norm.cdf(z)
-        out = []
+            z = z @ np.linalg.cholesky(np.asarray(self.correlation)).T
+        u = special.ndtr(z)
+        out = np.empty_like(z)
         for k, par in enumerate(self.parameters):
             if par.kind == "uniform":
-                out.append(nominal[k] * (1 + par.spread * (2 * u[k] - 1)))
+                out[:, k] = nominal[k] * (1 + par.spread * (2 * u[:, k] - 1))
             elif par.kind == "normal":
-                out.append(nominal[k] * (1 + par.spread * z[k]))
+                out[:, k] = nominal[k] * (1 + par.spread * z[:, k])
             else:
-                out.append(par.low + (par.high - par.low) * u[k])
-        return jnp.stack(out) if out else jnp.zeros(0)
+                out[:, k] = par.low + (par.high - par.low) * u[:, k]
+        return out
 
 
 def leaf_getter(system: Model | HydraulicPlant, name: str) -> Callable:
@@ -186,7 +196,7 @@ def nominal_value(system, name: str) -> float:
     return float(leaf_getter(system, name)(system))
 
 
-def with_leaves(system, values: Mapping[str, Array]):
+def with_leaves(system, values: Mapping[str, ArrayLike]):
     """``system`` with each named leaf set (an inertia factor scales the tensor). Set by
     `equinox.tree_at`: values may be traced (vmap, grad); a sampled mass stays > 0 by the
     distribution (uniform spread < 1), zero is allowed for a payload point mass."""

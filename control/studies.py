@@ -85,9 +85,10 @@ class _Study(eqx.Module):
     def parameter_names(self) -> tuple[str, ...]:
         return self.distribution.names
 
-    def values(self, index) -> Float[Array, " P"]:
-        """Sample ``index``'s parameter values (depend on the seed and the index alone)."""
-        return self.distribution.sample(self.nominal_values, self.seed, index)
+    def values(self, indices) -> np.ndarray:
+        """The parameter values of samples ``indices``, ``(len, P)`` (host arrays; a sample's
+        values depend on the seed and its index alone)."""
+        return self.distribution.sample(self.nominal_values, self.seed, indices)
 
     def _scenario_value(self, values, key: str, default):
         names = self.parameter_names
@@ -181,7 +182,9 @@ class ArmStudy(_Study):
             "rmse": jnp.sqrt(jnp.mean(e**2, axis=0)),
             "max_error": max_err,
             "peak_effort": jnp.max(jnp.abs(tr.u), axis=0),
-            "effort_limit_time": _excursion_time(jnp.abs(tr.u) > self.torque_limit, o.dt_save),
+            "effort_limit_time": _excursion_time(
+                jnp.abs(tr.u) > self.torque_limit[None, :], o.dt_save
+            ),
             "dbar": dbar,
             "bound_e": b.e,
             "kappa_exceeds_dbar": b.kappa_exceeds_dbar,
@@ -213,6 +216,10 @@ def arm_study(
 
     With a ``body.payload.mass`` parameter the plant carries a point mass at the tool frame F3
     (nominal ``payload`` kg) that the controller's model does not have."""
+    limit = np.asarray(torque_limit, dtype=float)
+    if limit.shape not in ((), (3,)) or not np.all(limit > 0):
+        raise ValueError(f"limits.torque: expected 3 values > 0 (N m, N m, N), got {limit}")
+    limit = np.broadcast_to(limit, (3,))
     sc = section_iv(t_final=t_final, **gains)
     if "body.payload.mass" in distribution.names or payload > 0:
         sc = eqx.tree_at(lambda s: s.plant, sc, with_point_mass(sc.plant, "payload", "F3", payload))
@@ -230,11 +237,9 @@ def arm_study(
     # rounded: the search's last bit varies with the device layout, and a sample's figures
     # must not (the bounds are estimates to a few digits anyway)
     gamma = tuple(
-        jnp.asarray(float(f"{float(g):.12g}")) for g in inertia_eigenvalue_bounds(sc.nominal, lo, hi)
+        jnp.asarray(float(f"{float(g):.12g}"))
+        for g in inertia_eigenvalue_bounds(sc.nominal, lo, hi)
     )
-    limit = np.broadcast_to(np.asarray(torque_limit, dtype=float), (3,))
-    if not np.all(limit > 0):
-        raise ValueError(f"limits.torque: must be > 0 (N m, N m, N), got {limit}")
     study = ArmStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),

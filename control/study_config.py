@@ -151,8 +151,12 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
             (names[0], names[1], float(_number(f"[[correlation]] #{k + 1} rho", c["rho"])))
         )
     dist = Distribution.from_pairs(params, pairs)
-    solver = {k: _number(f"[solver] {k}", v, integer=k == "max_steps")
-              for k, v in cfg.get("solver", {}).items()}  # fmt: skip
+    solver = {
+        k: (int if k == "max_steps" else float)(
+            _number(f"[solver] {k}", v, integer=k == "max_steps")
+        )
+        for k, v in cfg.get("solver", {}).items()
+    }
     ctrl = dict(cfg.get("controller", {}))
     gains_path = ctrl.pop("gains", None)
     gains = {}

@@ -88,8 +88,9 @@ def tuning_terms(study: ArmStudy, controller: RobustController, values, options)
     tr, dbar = study.trajectory(controller, values, options)
     dt = study.options.dt_save
     e = tr.e
-    u = tr.u / study.torque_limit
-    udot = jnp.diff(tr.u, axis=0) / dt / study.torque_limit  # per second
+    limit = study.torque_limit[None, :]
+    u = tr.u / limit
+    udot = jnp.diff(tr.u, axis=0) / dt / limit  # per second
     return {
         "rmse": jnp.sqrt(jnp.mean(e**2, axis=0)),
         "effort": jnp.sqrt(jnp.mean(u**2, axis=0)),
@@ -106,7 +107,7 @@ def tuning_loss(theta, g0, study, base, values, weights: TuningWeights, options)
     ctrl = controller_with(base, gains)
     terms = jax.vmap(lambda v: tuning_terms(study, ctrl, v, options))(values)
     r = jnp.asarray(weights.tolerated_error)
-    track = jnp.sum((terms["rmse"] / r) ** 2, axis=1)  # (M,)
+    track = jnp.sum((terms["rmse"] / r[None, :]) ** 2, axis=1)  # (M,)
     if weights.cvar is not None:
         k = max(1, int(np.ceil(weights.cvar * track.shape[0])))
         track_term = jnp.mean(jax.lax.top_k(track, k)[0])
@@ -188,7 +189,7 @@ def tune(
 def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
-    values = jax.vmap(study.values)(jnp.asarray(indices))
+    values = jnp.asarray(study.values(indices))
     opt = optax.adam(learning_rate)
     theta = {k: jnp.zeros_like(g0[k]) for k in GAIN_NAMES}
     state = opt.init(theta)
@@ -225,7 +226,7 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
         if not bool(aux["success"]) or not np.isfinite(row["loss"]):
             raise RuntimeError(
                 f"tune: step {row['step']}: a tuning run failed or the loss is not finite "
-                f"(gains {({k: np.asarray(v).tolist() for k, v in gains.items()})}); lower the "
+                f"(gains { ({k: np.asarray(v).tolist() for k, v in gains.items()}) }); lower the "
                 "learning rate or widen the solver's max_steps"
             )
         history.append(row)
@@ -264,4 +265,3 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
         "kappa_exceeds_dbar": np.asarray(aux["kappa_exceeds_dbar"]),
         "conflicts": diagnose(final, np.asarray(aux["dbar"]), np.asarray(aux["peak"]), weights),
     }
-
