@@ -11,6 +11,7 @@ the two never share a plant. Validation runs are resumable Monte Carlo studies i
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import fields
 from pathlib import Path
 
@@ -116,6 +117,9 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
         ctrl = controller_with(given, {k: jnp.asarray(v) for k, v in gains.items()})
         d = {**desc, "controller": {k: np.asarray(v).tolist() for k, v in gains.items()}}
         folder = out / f"validation_{name}"
+        manifest = folder / "study.json"
+        if manifest.exists() and json.loads(manifest.read_text()).get("study") != d:
+            shutil.rmtree(folder)  # derived from other gains (a resumed, longer tuning)
         folder.mkdir(parents=True, exist_ok=True)
         table = run_study(
             study, ctrl, folder, samples=n_val, chunk=chunk, description=d,

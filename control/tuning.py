@@ -142,7 +142,7 @@ def tuning_loss(theta, g0, study, base, values, weights: TuningWeights, options)
     return J, aux
 
 
-def diagnose(gains: dict, dbar, peak, weights: TuningWeights) -> list[str]:
+def diagnose(gains: dict, dbar, peak) -> list[str]:
     """What holds and what conflicts at the end of a tuning: eq. (25) per coordinate and the
     actuator limits (peak |Q_a| / limit)."""
     out = []
@@ -263,5 +263,5 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
         "peak": np.asarray(aux["peak"]),
         "bound_e": np.asarray(aux["bound_e"]),
         "kappa_exceeds_dbar": np.asarray(aux["kappa_exceeds_dbar"]),
-        "conflicts": diagnose(final, np.asarray(aux["dbar"]), np.asarray(aux["peak"]), weights),
+        "conflicts": diagnose(final, np.asarray(aux["dbar"]), np.asarray(aux["peak"])),
     }
