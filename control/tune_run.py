@@ -100,6 +100,7 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
         "tuning": {
             "samples": m,
             "steps": len(result["history"]),
+            "chosen_step": result["step"],
             "final_loss": result["history"][-1]["loss"],
             "dbar": result["dbar"].tolist(),
             "kappa_exceeds_dbar": result["kappa_exceeds_dbar"].tolist(),

@@ -66,7 +66,7 @@ class TuningWeights:
     effort: float = 0.1
     chattering: float = 0.01
     bound: float = 0.1
-    penalty: float = 100.0
+    penalty: float = 1000.0
     margin: float = 0.2
     peak_norm: float = 16.0
     cvar: float | None = None
@@ -177,8 +177,10 @@ def tune(
 
     Writes ``out/history.csv`` (one row per step: loss, its terms, dbar, the gains) and
     ``out/tune_state.json`` (the optimiser's state) as it goes; called again on the same
-    ``out`` it resumes from the last step. Returns ``{"gains", "history", "dbar", "peak",
-    "kappa_exceeds_dbar", "conflicts"}`` for the final gains."""
+    ``out`` it resumes from the last step. Adam's step decays exponentially to a tenth of
+    ``learning_rate`` over ``steps``. The result is the step of least loss among those whose
+    gains met eq. (25) with the margin and the actuator limits (else the last). Returns
+    ``{"gains", "history", "dbar", "peak", "kappa_exceeds_dbar", "conflicts", "step"}``."""
     # traced under failures_as_nan: a trial stage outside the arm's domain is a rejected step
     # (not an error), and a sample that really leaves it is a failed run
     with failures_as_nan():
@@ -190,7 +192,8 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
     out.mkdir(parents=True, exist_ok=True)
     g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
     values = jnp.asarray(study.values(indices))
-    opt = optax.adam(learning_rate)
+    # the step decays to a tenth over the run, so that the gains settle rather than circle
+    opt = optax.adam(optax.exponential_decay(learning_rate, steps, 0.1))
     theta = {k: jnp.zeros_like(g0[k]) for k in GAIN_NAMES}
     state = opt.init(theta)
     history: list[dict] = []
@@ -215,7 +218,10 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
     while len(history) < steps:
         (J, aux), g = step(theta)
         gains = gains_of(theta, g0)
-        row = {"step": len(history), "loss": float(J)}
+        feasible = bool(
+            jnp.all(gains["kappa"] > (1 + weights.margin) * aux["dbar"]) & jnp.all(aux["peak"] <= 1)
+        )
+        row = {"step": len(history), "loss": float(J), "feasible": feasible}
         row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering")})
         for i in range(n):
             row[f"dbar_{i}"] = float(aux["dbar"][i])
@@ -250,8 +256,12 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
             bar.update(1)
     if bar is not None:
         bar.close()
-    # the final gains, checked on the tuning sample with their own dbar
-    gains = gains_of(theta, g0)
+    # the result: the step of least loss among those that met eq. (25) with the margin and
+    # the limits (the last step if none did), checked on the tuning sample with its own dbar
+    ok = [h for h in history if h["feasible"]] or history[-1:]
+    best = min(ok, key=lambda h: h["loss"])
+    gains = {k: jnp.asarray([best[f"{k}_{i}"] for i in range(n)]) for k in GAIN_NAMES}
+    theta = {k: jnp.log(gains[k] / g0[k]) for k in GAIN_NAMES}
     _, aux = eqx.filter_jit(
         lambda th: tuning_loss(th, g0, study, base, values, weights, study.options)
     )(theta)
@@ -264,4 +274,5 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
         "bound_e": np.asarray(aux["bound_e"]),
         "kappa_exceeds_dbar": np.asarray(aux["kappa_exceeds_dbar"]),
         "conflicts": diagnose(final, np.asarray(aux["dbar"]), np.asarray(aux["peak"])),
+        "step": best["step"],
     }
