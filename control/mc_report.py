@@ -52,8 +52,9 @@ def summarise(table: pa.Table, parameter_names, coordinate_names, nominal_values
     # worst cases: the largest max error after the transient, each coordinate relative to its
     # median over the study (so rad and m weigh alike)
     errs = np.stack([_column(table, f"max_error_{c}") for c in coordinate_names], axis=1)
-    med = np.nanmedian(errs[ok], axis=0) if ok.any() else np.ones(len(coordinate_names))
-    score = np.nanmax(errs / np.where(med > 0, med, 1.0), axis=1)
+    med = np.median(errs[ok], axis=0) if ok.any() else np.ones(len(coordinate_names))
+    rel = errs / np.where(med > 0, med, 1.0)
+    score = np.max(np.where(np.isnan(rel), -np.inf, rel), axis=1)
     score[failed] = np.inf  # a failed sample is the worst case there is
     order = np.argsort(-score, kind="stable")[:10]
     values = np.stack([_column(table, n) for n in parameter_names], axis=1)

@@ -208,7 +208,7 @@ def run_study(
     done = set(completed_samples(out).tolist())
     todo = [i for i in range(samples) if i not in done]
     run, granule = chunk_runner(study, controller, lanes=lanes)
-    size = -(-chunk // granule) * granule
+    size = -(-min(chunk, max(len(todo), 1)) // granule) * granule
     bar = None
     if progress and lead:
         from tqdm.auto import tqdm

@@ -454,10 +454,9 @@ def tune_cmd(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise SystemExit(f"jaxmb tune: {err}") from None
     tuned, given = summary["gains"]["tuned"], summary["gains"]["given"]
-    print(f"{'':>8}" + "".join(f"{k:>26}" for k in tuned))
     for label, g in (("given", given), ("tuned", tuned)):
-        print(f"{label:>8}" + "".join(f"{' '.join(f'{x:.3g}' for x in v):>26}"
-                                      for v in g.values()))  # fmt: skip
+        cols = [f"{k} " + " ".join(f"{x:.3g}" for x in v) for k, v in g.items()]
+        print(f"{label} gains: " + " | ".join(cols))
     for name in ("given", "tuned"):
         v = summary[f"validation_{name}"]
         print(f"validation ({name} gains, {v['samples']} fresh samples, {v['failed']} failed):")
