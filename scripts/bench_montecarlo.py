@@ -95,7 +95,7 @@ def vector_field_cost(devices, n: int = 10_000) -> float:
     study, ctrl = study_for("section_iv", 2.0)
     sc = study.scenario
     rng = np.random.default_rng(0)
-    q = jax.device_put(np.asarray(sc.q0) + 0.05 * rng.normal(size=(n, 3)), devices[0])
+    q = jax.device_put(np.asarray(sc.q0) + 0.01 * rng.normal(size=(n, 3)), devices[0])
     qd = jax.device_put(0.1 * rng.normal(size=(n, 3)), devices[0])
 
     @jax.jit
