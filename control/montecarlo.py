@@ -32,7 +32,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import numpy as np
 import pyarrow as pa
@@ -48,11 +47,10 @@ CHUNK_DIR = "chunks"
 
 
 def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[Callable, int]:
-    """``(run, granule)``: ``run(indices, controller=None)`` evaluates the samples ``indices``
-    (an int array whose length is a multiple of ``granule = lanes * n_devices``) sharded over
-    ``devices`` (default: all of them, every process's) under ``controller`` (default the one
-    given here; another must have the same structure, e.g. other gains, and reuses the compiled
-    code) and returns ``{"values": (B, P) host array, figure: (B,) global arrays}``.
+    """``(run, granule)``: ``run(indices)`` evaluates the samples ``indices`` (an int array
+    whose length is a multiple of ``granule = lanes * n_devices``) sharded over ``devices``
+    (default: all of them, every process's) and returns ``{"values": (B, P), figure: (B,)}``
+    as global arrays.
 
     Each device runs its slice ``lanes`` samples at a time (`jax.lax.map` over one vmapped
     solve of exactly ``lanes`` samples): every sample's solve is the same compiled loop
@@ -61,6 +59,10 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
     figures reduced from them (norms in the bounds) equal to 1e-15 relative, as XLA may fuse
     those last reductions differently; the same layout (a resumed study) gives the same bits.
 
+    The study and the controller are constants of the compiled code (as arguments, XLA's
+    layout-dependent choices reached into the solves: measured 1e-6 relative across device
+    counts), so another controller compiles again.
+
     Traced under `jaxmb.model.failures_as_nan`, so a sample that leaves its model's domain is a
     failed sample, not an error for the batch."""
     devices = jax.devices() if devices is None else list(devices)
@@ -68,42 +70,30 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
         raise ValueError(f"lanes: must be an integer >= 1, got {lanes}")
     mesh = Mesh(np.asarray(devices), ("sample",))
     granule = lanes * len(devices)
-    dyn0, static = eqx.partition(controller, eqx.is_array)
-    structure = jax.tree.structure(dyn0)
 
-    def device_slice(values, dyn):
-        ctrl = eqx.combine(dyn, static)
-        return jax.lax.map(lambda v: study.run(ctrl, v), values, batch_size=lanes)
+    def device_slice(values):
+        return jax.lax.map(lambda v: study.run(controller, v), values, batch_size=lanes)
 
     local = jax.shard_map(
-        device_slice, mesh=mesh, in_specs=(P("sample"), P()), out_specs=P("sample"),
-        check_vma=False,
-    )  # fmt: skip
+        device_slice, mesh=mesh, in_specs=P("sample"), out_specs=P("sample"), check_vma=False
+    )
     compiled = {}
 
-    def replicated(x):
-        x = np.asarray(x)
-        return jax.make_array_from_callback(x.shape, NamedSharding(mesh, P()), lambda i: x[i])
-
-    def run(indices, controller=None):
+    def run(indices):
         indices = np.asarray(indices, dtype=np.int64)
         if indices.shape[0] % granule:
             raise ValueError(
                 f"chunk_runner: {indices.shape[0]} samples are not a multiple of {lanes} lanes "
                 f"x {len(devices)} devices"
             )
-        dyn = dyn0 if controller is None else eqx.partition(controller, eqx.is_array)[0]
-        if jax.tree.structure(dyn) != structure:
-            raise ValueError("chunk_runner: the controller's structure differs from the runner's")
-        dyn = jax.tree.map(replicated, dyn)
         values = study.values(indices)  # every process draws the same, on the host
         sharding = NamedSharding(mesh, P("sample"))
         x = jax.make_array_from_callback(values.shape, sharding, lambda idx: values[idx])
         key = values.shape
         if key not in compiled:
             with failures_as_nan():
-                compiled[key] = jax.jit(local).lower(x, dyn).compile()
-        return {"values": values, **compiled[key](x, dyn)}
+                compiled[key] = jax.jit(local).lower(x).compile()
+        return {"values": values, **compiled[key](x)}
 
     return run, granule
 
@@ -188,7 +178,6 @@ def run_study(
     progress: bool = True,
     stop_after: int | None = None,
     lanes: int = 32,
-    runner: tuple[Callable, int] | None = None,
 ) -> pa.Table | None:
     """Run (or resume) a study into ``out``; returns the results table when every sample is
     done (on process 0; None on the others or when ``stop_after`` chunks ran first).
@@ -203,9 +192,7 @@ def run_study(
         progress: one progress bar over samples, updated in place.
         stop_after: run at most this many chunks (tests use it to interrupt a study).
         lanes: samples vmapped together on a device (`chunk_runner`); part of the computation,
-            so results are bitwise reproducible only for the same ``lanes``.
-        runner: a `chunk_runner` of this study to reuse (its compiled code), called with
-            ``controller``; by default one is made."""
+            so results are bitwise reproducible only for the same ``lanes``."""
     if not (isinstance(samples, int) and samples >= 1):
         raise ValueError(f"samples: must be an integer >= 1, got {samples}")
     if not (isinstance(chunk, int) and chunk >= 1):
@@ -224,7 +211,7 @@ def run_study(
         (out / "study.json").write_text(json.dumps(manifest, indent=1))
     done = set(completed_samples(out).tolist())
     todo = [i for i in range(samples) if i not in done]
-    run, granule = runner if runner is not None else chunk_runner(study, controller, lanes=lanes)
+    run, granule = chunk_runner(study, controller, lanes=lanes)
     size = -(-min(chunk, max(len(todo), 1)) // granule) * granule
     bar = None
     if progress and lead:
@@ -239,7 +226,7 @@ def run_study(
             part = np.asarray(todo[k : k + size], dtype=np.int64)
             # pad with samples past the end: one compiled shape for every chunk
             pad = np.arange(samples, samples + size - part.shape[0])
-            result = run(np.concatenate([part, pad]), controller)
+            result = run(np.concatenate([part, pad]))
             values = result.pop("values")  # host data, the same on every process
             result = {"values": values, **_gather(result)}
             if lead:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .mc_report import _column, write_mc_report
-from .montecarlo import chunk_runner, run_study
+from .montecarlo import run_study
 from .study_config import build_study, write_gains
 from .tuning import GAIN_NAMES, TuningWeights, controller_with, tune
 
@@ -114,7 +114,6 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
         },
     }
     tables = {}
-    runner = chunk_runner(study, given, lanes=lanes)  # one compilation for both gain sets
     for name, gains in (("tuned", tuned), ("given", given_gains)):
         ctrl = controller_with(given, {k: jnp.asarray(v) for k, v in gains.items()})
         d = {**desc, "controller": {k: np.asarray(v).tolist() for k, v in gains.items()}}
@@ -125,7 +124,7 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
         folder.mkdir(parents=True, exist_ok=True)
         table = run_study(
             study, ctrl, folder, samples=n_val, chunk=chunk, description=d,
-            progress=progress, lanes=lanes, runner=runner,
+            progress=progress, lanes=lanes,
         )  # fmt: skip
         write_mc_report(folder, table, study, plots=plots)
         tables[name] = table
