@@ -87,11 +87,14 @@ def test_tune_cli_writes_gains_that_simulate_and_montecarlo_load(tmp_path, capsy
     # the given gains are Table II: eq. (25) fails for theta and delta there, as measured
     assert not summary["validation_given"]["theta"]["kappa_exceeds_dbar"]
     assert not summary["validation_given"]["delta"]["kappa_exceeds_dbar"]
-    # resume: one more step continues the same history
-    assert main(["tune", str(cfg), "--out", str(out), "--steps", "3", "--quiet"]) == 0
-    hist3 = (out / "history.csv").read_text().splitlines()
-    assert len(hist3) == 4 and hist3[:3] == hist
     gains = json.loads((out / "gains.json").read_text())
+    # the same command on the finished folder resumes from the saved state: no new steps,
+    # the same gains (the state, Adam's included, is written after every step)
+    assert main(["tune", str(cfg), "--out", str(out), "--steps", "2", "--quiet"]) == 0
+    assert (out / "history.csv").read_text().splitlines() == hist
+    assert json.loads((out / "gains.json").read_text())["gains"] == gains["gains"]
+    state = json.loads((out / "tune_state.json").read_text())
+    assert len(state["history"]) == 2 and len(state["state"]) > 4
     assert gains["scenario"] == "section_iv" and set(gains["gains"]) == set(GAIN_NAMES)
     # loaded by simulate (its printed kappa column is the tuned one) and by montecarlo
     sim = tmp_path / "sim"
