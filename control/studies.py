@@ -61,12 +61,6 @@ class SolverOptions:
             raise ValueError(f"solver.max_steps: must be an integer >= 1, got {self.max_steps}")
 
 
-def _split(names, scenario_keys):
-    """Indices of the plant's leaves and of the scenario-level ones among ``names``."""
-    plant_idx = [i for i, n in enumerate(names) if n.split(".")[0] not in scenario_keys]
-    return plant_idx, [i for i in range(len(names)) if i not in plant_idx]
-
-
 def _excursion_time(bad, dt):
     """Seconds during which ``bad`` holds, on a save grid of step ``dt``."""
     return jnp.sum(bad, axis=0) * dt
