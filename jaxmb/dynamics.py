@@ -164,11 +164,19 @@ def coriolis_matrix(
 
 
 @eqx.filter_jit
-def gravity_forces(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " n"]:
+def gravity_forces(
+    model: Model, q: Float[ArrayLike, " n"], *, method: str = "jacobian"
+) -> Float[Array, " n"]:
     r"""Generalized force of gravity, $Q_g = \sum_i J_{C_i}^\top [0;\, m_i R_{C_i S}\, g]$
     (Dastranj & Mattila (2026), the formula after Table II, i.e. eq. (11) with the weights).
 
-    Evaluated at the body frames: the weight at the COM is the wrench $[c \times f; f]$ in $B_i$."""
+    Evaluated at the body frames: the weight at the COM is the wrench $[c \times f; f]$ in $B_i$.
+    ``method="rnea"`` takes the recursive fast path, $-$RNEA at rest with gravity only."""
+    if method not in ("jacobian", "rnea"):
+        raise ValueError(f"method: expected one of ('jacobian', 'rnea'), got {method!r}")
+    if method == "rnea":
+        zero = jnp.zeros(model.n, dtype=jnp.result_type(q, model.gravity))
+        return -rnea(model, q, zero, zero, gravity=True)
     J = body_jacobians(model, q)
     world = frame_transforms(model, augmented_coordinates(model, q))
     Q = jnp.zeros(model.n, dtype=J.dtype)

@@ -41,6 +41,7 @@ __all__ = [
     "replace_placement",
     "runtime_check",
     "failures_as_nan",
+    "INERTIA_ATOL",
 ]
 
 WORLD = "S"
@@ -94,7 +95,8 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
 
     ``bad(x)`` is a boolean (array) that is True where ``x`` is unacceptable."""
     if shape is not None and tuple(np.shape(x)) != shape:
-        raise ValueError(f"{msg.split(':')[0]}: expected shape {shape}, got {tuple(np.shape(x))}")
+        field = msg.split(" must ")[0]  # "body 'b': com must be finite" -> "body 'b': com"
+        raise ValueError(f"{field}: expected shape {shape}, got {tuple(np.shape(x))}")
     if isinstance(x, jax.core.Tracer):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
@@ -114,16 +116,29 @@ def _not_finite(x):
     return ~jnp.isfinite(x)
 
 
+INERTIA_ATOL = 1e-10
+"""kg m^2: how far a principal moment may be negative, or a triangle inequality fail, before an
+inertia counts as not physically realisable (absolute, on top of the dtype's round-off)."""
+
+
+def _inertia_asymmetric(I):
+    """True unless I is finite and symmetric (to round-off)."""
+    finite = jnp.isfinite(I).all()
+    Is = jnp.where(finite, I, jnp.eye(3, dtype=I.dtype))
+    scale = jnp.maximum(jnp.abs(Is).max(), 1e-30)
+    return ~(finite & (jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale))
+
+
 def _inertia_bad(I):
     """True unless I is finite, symmetric, positive semidefinite and obeys the triangle
     inequalities of its principal moments (a physically realisable rigid-body inertia about the
-    COM; zero for a point mass, singular for a thin rod)."""
+    COM; zero for a point mass, singular for a thin rod), within `INERTIA_ATOL`."""
     finite = jnp.isfinite(I).all()
     Is = jnp.where(finite, I, jnp.eye(3, dtype=I.dtype))  # keep eigvalsh away from NaN/inf
     scale = jnp.maximum(jnp.abs(Is).max(), 1e-30)
     sym = jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale
     lam = jnp.linalg.eigvalsh(0.5 * (Is + Is.T))
-    slack = 1e-9 * scale if Is.dtype == jnp.float64 else 1e-5 * scale
+    slack = (1e-9 if Is.dtype == jnp.float64 else 1e-5) * scale + INERTIA_ATOL
     pd = (lam >= -slack).all()
     tri = (lam[0] + lam[1] >= lam[2] - slack) & (lam[1] + lam[2] >= lam[0] - slack)
     tri = tri & (lam[0] + lam[2] >= lam[1] - slack)
@@ -149,7 +164,11 @@ class Body(eqx.Module):
         com: ``p_{B_i C_i}``, the centre of mass in ``B_i`` coordinates, m.
         inertia: ``I_{C_i}``, inertia about the COM in axes parallel to ``B_i``, kg m^2;
             symmetric positive semidefinite (zero: a point mass) and physically realisable
-            (triangle inequalities).
+            (triangle inequalities), within `INERTIA_ATOL`.
+
+    ``physical=False`` (keyword) accepts a published inertia that is not realisable and a zero
+    mass, checking only that the numbers are finite and the inertia symmetric; `load_urdf` uses
+    it, with a warning, for files other tools load as they are.
     """
 
     name: str = eqx.field(static=True)
@@ -159,23 +178,46 @@ class Body(eqx.Module):
     com: Float[Array, 3]
     inertia: Float[Array, "3 3"]
 
-    def __init__(self, name: str, frame: str, mass, com, inertia, com_frame: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        frame: str,
+        mass,
+        com,
+        inertia,
+        com_frame: str | None = None,
+        *,
+        physical: bool = True,
+    ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
         self.name = name
         self.frame = frame
         self.com_frame = com_frame
-        self.mass = _checked(
-            mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ()
-        )
+        if physical:
+            self.mass = _checked(
+                mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ()
+            )
+        else:
+            self.mass = _checked(
+                mass, lambda m: ~(m >= 0), f"body {name!r}: mass must be >= 0 and finite", ()
+            )
         self.com = _checked(com, _not_finite, f"body {name!r}: com must be finite", (3,))
-        self.inertia = _checked(
-            inertia,
-            _inertia_bad,
-            f"body {name!r}: inertia must be finite, symmetric, positive semidefinite and satisfy the "
-            "triangle inequalities of its principal moments",
-            (3, 3),
-        )
+        if physical:
+            self.inertia = _checked(
+                inertia,
+                _inertia_bad,
+                f"body {name!r}: inertia must be finite, symmetric, positive semidefinite and "
+                "satisfy the triangle inequalities of its principal moments",
+                (3, 3),
+            )
+        else:
+            self.inertia = _checked(
+                inertia,
+                _inertia_asymmetric,
+                f"body {name!r}: inertia must be finite and symmetric",
+                (3, 3),
+            )
 
 
 class Frame(eqx.Module):

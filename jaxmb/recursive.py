@@ -166,6 +166,8 @@ def _assemble(entries: dict, shape: tuple[int, int], dtype) -> Array:
     """A dense matrix from statically indexed entries (zeros elsewhere) by one stack, which
     batches far better under vmap than one scatter per entry."""
     zero = jnp.zeros((), dtype=dtype)
+    if 0 in shape:  # a model without coordinates (every joint fixed)
+        return jnp.zeros(shape, dtype=dtype)
     rows = [
         jnp.stack([entries.get((i, j), zero).astype(dtype) for j in range(shape[1])])
         for i in range(shape[0])
