@@ -32,7 +32,7 @@ def two_link(**body_kw):
         (dict(mass=-1.0), "body 'boom': mass"),
         (dict(mass=np.nan), "body 'boom': mass"),
         (dict(com=[0, np.inf, 0]), "body 'boom': com must be finite"),
-        (dict(com=[0, 0]), r"body 'boom': expected shape \(3,\)"),
+        (dict(com=[0, 0]), r"body 'boom': com: expected shape \(3,\)"),
         (
             dict(inertia=[[1, 0.5, 0], [0, 1, 0], [0, 0, 1]]),
             "body 'boom': inertia",
@@ -40,7 +40,7 @@ def two_link(**body_kw):
         (dict(inertia=np.diag([1.0, -1.0, 1.0])), "body 'boom': inertia"),  # not PD
         (dict(inertia=np.diag([1.0, 1.0, 3.0])), "body 'boom': inertia"),  # 1 + 1 < 3: triangle
         (dict(inertia=np.diag([1.0, np.nan, 1.0])), "body 'boom': inertia"),
-        (dict(inertia=np.eye(2)), r"body 'boom': expected shape \(3, 3\)"),
+        (dict(inertia=np.eye(2)), r"body 'boom': inertia: expected shape \(3, 3\)"),
         (dict(frame="nowhere"), "body 'boom': unknown frame 'nowhere'"),
     ],
 )

@@ -17,6 +17,8 @@ def robot(joints, links=("base", "a", "b")):
 
 
 def joint(name, jtype, parent, child, extra='<axis xyz="0 0 1"/>'):
+    if jtype in ("revolute", "prismatic"):  # urdfdom requires limits on these
+        extra += '<limit lower="-1" upper="1" effort="10" velocity="1"/>'
     return (
         f'<joint name="{name}" type="{jtype}"><parent link="{parent}"/><child link="{child}"/>'
         f'<origin xyz="0 0 0.5" rpy="0 0.4 0"/>{extra}</joint>'
@@ -35,7 +37,9 @@ def test_loads_revolute_continuous_prismatic_fixed(tmp_path):
     model = jaxmb.load_urdf(path)
     assert model.coordinate_names == ("j1", "j2")
     assert [f.joint for f in model.frames] == ["revolute", "prismatic", "fixed"]
-    assert model.body_names == ("a", "b", "c") and "a_com" in model.frame_names
+    # c hangs from b by a fixed joint: merged into b's body, as Pinocchio does
+    assert model.body_names == ("a", "b") and "a_com" in model.frame_names
+    np.testing.assert_allclose(model.body("b").mass, 4.0)
     # the rotated inertial frame: I = R I' R^T, with I' = diag(0.1, 0.2, 0.25)
     I = np.asarray(model.body("a").inertia)
     np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(I)), [0.1, 0.2, 0.25], atol=1e-14)
@@ -60,10 +64,10 @@ def test_links_without_inertial_are_massless_frames():
     [
         ("<robot><link name='a'></robot>", "malformed XML"),
         (
-            robot(joint("j1", "floating", "base", "a", "")),
+            robot(joint("j1", "floating", "base", "a", ""), ("base", "a")),
             "joint 'j1' has unsupported type 'floating'",
         ),
-        (robot(joint("j1", "planar", "base", "a")), "joint 'j1' has unsupported type 'planar'"),
+        (robot(joint("j1", "planar", "base", "a"), ("base", "a")), "joint 'j1' has unsupported type 'planar'"),
         (
             robot(joint("j1", "revolute", "base", "a") + joint("j2", "revolute", "b", "a")),
             "link 'a' is the child of joints 'j1' and 'j2'",

@@ -101,8 +101,9 @@ def _violations(I: np.ndarray, tol: float) -> list[str]:
     return out
 
 
-def _check_tree(doc: Document) -> dict[str, list]:
-    """Children of every link; refuses two parents, self-loops and unreachable links."""
+def _check_tree(doc: Document) -> tuple[dict[str, list], str]:
+    """Children of every link and the root link; refuses two parents, self-loops, more or
+    fewer than one root, and unreachable links."""
     parent_joint: dict[str, str] = {}
     children: dict[str, list] = {}
     for j in doc.joints:
@@ -120,7 +121,12 @@ def _check_tree(doc: Document) -> dict[str, list]:
                 f"joint {j.name!r} has unsupported type {j.type!r}; supported are "
                 f"{sorted((*_MOVING, 'fixed'))}"
             )
-    reached, stack = {doc.root}, [doc.root]
+    roots = [n for n in doc.links if n not in parent_joint]
+    if len(roots) != 1:
+        what = "no root link (every link is some joint's child)" if not roots else roots
+        raise UrdfError(f"the links must form one tree with exactly one root link; found {what}")
+    root = roots[0]
+    reached, stack = {root}, [root]
     while stack:
         for j in children.get(stack.pop(), []):
             reached.add(j.child)
@@ -128,10 +134,10 @@ def _check_tree(doc: Document) -> dict[str, list]:
     lost = [n for n in doc.links if n not in reached]
     if lost:
         raise UrdfError(
-            f"links {lost} cannot be reached from the root link {doc.root!r} (their joints "
+            f"links {lost} cannot be reached from the root link {root!r} (their joints "
             "form a loop of their own)"
         )
-    return children
+    return children, root
 
 
 def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
@@ -211,11 +217,11 @@ def load_urdf(
 
 
 def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
-    children = _check_tree(doc)
+    children, root = _check_tree(doc)
     frames, coords = [], []
-    anchor: dict[str, tuple[str | None, np.ndarray]] = {doc.root: (None, np.eye(4))}
+    anchor: dict[str, tuple[str | None, np.ndarray]] = {root: (None, np.eye(4))}
     order = []
-    stack = list(reversed(children.get(doc.root, [])))
+    stack = list(reversed(children.get(root, [])))
     while stack:  # depth-first, parents first, children in document order
         j = stack.pop()
         order.append(j.child)
@@ -224,7 +230,7 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
             frames.append(
                 Frame(
                     j.child,
-                    "S" if j.parent == doc.root else j.parent,
+                    "S" if j.parent == root else j.parent,
                     rotation=j.origin[:3, :3],
                     translation=j.origin[:3, 3],
                     joint=kind,
@@ -244,7 +250,7 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
 
     # each moving frame's composite inertia (Pinocchio appends fixed children's inertias)
     parts: dict[str, list] = {}
-    for link in (doc.root, *order):
+    for link in (root, *order):
         inertial = doc.inertials.get(link)
         if inertial is None:
             continue

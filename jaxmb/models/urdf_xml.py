@@ -15,11 +15,9 @@ partial or default value for something the dynamics depend on, this reader rejec
   ``<safety_controller>`` with ``k_velocity``; ``<mimic>`` with ``joint``;
 - ``<inertial>`` (stricter than urdfdom, which keeps a truncated link): ``<mass value>`` and
   an ``<inertia>`` with all six of ``ixx ixy ixz iyy iyz izz``;
-- the tree: exactly one root link (urdfdom's ``initRoot``).
-
 Visual and collision elements do not enter the dynamics and are not read (urdfdom, too, never
-rejects a model for them). Topology beyond the single root (a link with two parent joints,
-cycles, links that cannot be reached from the root) is checked by `load_urdf`.
+rejects a model for them). The tree (one root link, as urdfdom's ``initRoot``; no link with two
+parent joints, no cycles, every link reachable from the root) is checked by `load_urdf`.
 """
 
 from __future__ import annotations
@@ -65,7 +63,6 @@ class Document(NamedTuple):
     links: tuple[str, ...]  # in document order
     inertials: dict[str, Inertial]  # links with an <inertial>
     joints: tuple[Joint, ...]  # in document order
-    root: str
 
 
 def _number(text: str | None, where: str) -> float:
@@ -233,10 +230,5 @@ def read_document(data: bytes) -> Document:
     for j in joints:
         for end in (j.parent, j.child):
             if end not in known:
-                raise UrdfError(f"joint {j.name!r}: names unknown link {end!r}")
-    children = {j.child for j in joints}
-    roots = [n for n in links if n not in children]
-    if len(roots) != 1:
-        what = "no root link (every link is some joint's child)" if not roots else roots
-        raise UrdfError(f"the links must form one tree with exactly one root link; found {what}")
-    return Document(name, tuple(links), inertials, tuple(joints), roots[0])
+                raise UrdfError(f"joint {j.name!r} names unknown link {end!r}")
+    return Document(name, tuple(links), inertials, tuple(joints))
