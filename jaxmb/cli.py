@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 import numpy as np
@@ -299,6 +300,14 @@ def identify_cmd(args: argparse.Namespace) -> int:
     """``jaxmb identify LOG --model NAME_OR_URDF --out DIR``: the main job."""
     from pathlib import Path
 
+    for name, ok, expected in (
+        ("cutoff", args.cutoff is None or args.cutoff > 0, "a frequency > 0 Hz"),
+        ("stride", args.stride >= 1, "an integer >= 1"),
+        ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
+    ):
+        if not ok:
+            value = getattr(args, name.replace("-", "_"))
+            raise SystemExit(f"jaxmb identify: --{name}: expected {expected}, got {value}")
     log = Path(args.log)
     for p in (log, *map(Path, args.validate)):
         if not p.is_file():
@@ -667,6 +676,19 @@ def main_job_argv() -> list[str]:
             "--validate", str(logs[2]), "--cutoff", "5", "--out", "out/identify"]  # fmt: skip
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """``--eps -1e-4`` -> ``--eps=-1e-4``: argparse takes a word that starts with '-' and is
+    not a plain negative number (``-1e-4``, ``-30,60,30``) for an option, and no jaxmb option
+    starts with '-' and a digit, so such a word after an option is its value."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-\.?\d", word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -674,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = main_job_argv()  # plain `jaxmb` runs the main job on the bundled logs
     elif argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["state", *argv]  # `jaxmb --q ...`: the arm's dynamics at a state
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_values(argv))
     if getattr(args, "command", None) == "simulate":
         crane = args.machine == "crane"
         if args.out is None:

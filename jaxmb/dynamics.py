@@ -25,7 +25,7 @@ from .kinematics import (
     frame_jacobian,
     frame_transforms,
 )
-from .model import Model, runtime_check
+from .model import Model, check_finite, finite_inputs, runtime_check
 from .recursive import body_spatial_inertias, crba, rnea
 from .spatial import skew
 
@@ -63,9 +63,10 @@ def _check_vec(model: Model, x, name: str) -> Array:
             f"{name}: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
             f"got {np.shape(x)}"
         )
-    return jnp.asarray(x)
+    return check_finite(x, name)
 
 
+@finite_inputs
 @eqx.filter_jit
 def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb n n"]:
     r"""Per-body generalized inertia $\Gamma_i = J_i^\top M_i J_i$ (Dastranj & Mattila (2026) eq. (9)).
@@ -76,6 +77,7 @@ def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, 
     return jnp.einsum("bki,bkl,blj->bij", J, spatial_inertias(model), J)
 
 
+@finite_inputs
 @eqx.filter_jit
 def mass_matrix(
     model: Model, q: Float[ArrayLike, " n"], *, method: str = "crba"
@@ -95,6 +97,7 @@ def mass_matrix(
     return J.reshape(-1, J.shape[-1]).T @ MJ.reshape(-1, J.shape[-1])
 
 
+@finite_inputs
 @eqx.filter_jit
 def kinetic_energy(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
@@ -113,6 +116,7 @@ def _com_positions(model: Model, q) -> list:
     return out
 
 
+@finite_inputs
 @eqx.filter_jit
 def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""Gravitational potential $V = -\sum_i m_i\, g^\top p_{S C_i}(q)$, J (zero at S's origin)."""
@@ -122,6 +126,7 @@ def potential_energy(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, ""
     return V
 
 
+@finite_inputs
 @eqx.filter_jit
 def bias_forces(
     model: Model,
@@ -147,6 +152,7 @@ def bias_forces(
     return Gamma_dot @ qd - 0.5 * jax.grad(lambda q_: qd @ Gamma(q_) @ qd)(q)
 
 
+@finite_inputs
 @eqx.filter_jit
 def coriolis_matrix(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
@@ -163,6 +169,7 @@ def coriolis_matrix(
     return 0.5 * (term1 + term2 - term3)
 
 
+@finite_inputs
 @eqx.filter_jit
 def gravity_forces(
     model: Model, q: Float[ArrayLike, " n"], *, method: str = "jacobian"
@@ -188,6 +195,7 @@ def gravity_forces(
     return Q
 
 
+@finite_inputs
 @eqx.filter_jit
 def wrench_forces(
     model: Model, q: Float[ArrayLike, " n"], frame: str, wrench: Float[ArrayLike, "6"]
@@ -196,9 +204,10 @@ def wrench_forces(
     $Q = J_P^\top W$ (Dastranj & Mattila (2026) eq. (11))."""
     if np.shape(wrench) != (6,):
         raise ValueError(f"wrench on frame {frame!r}: expected shape (6,), got {np.shape(wrench)}")
-    return frame_jacobian(model, q, frame).T @ jnp.asarray(wrench)
+    return frame_jacobian(model, q, frame).T @ check_finite(wrench, f"wrench on frame {frame!r}")
 
 
+@finite_inputs
 @eqx.filter_jit
 def external_forces(
     model: Model, q: Float[ArrayLike, " n"], wrenches: Mapping[str, Array] | None = None
@@ -210,6 +219,7 @@ def external_forces(
     return Q
 
 
+@finite_inputs
 @eqx.filter_jit
 def inverse_dynamics(
     model: Model,
@@ -237,6 +247,7 @@ def inverse_dynamics(
     )
 
 
+@finite_inputs
 @eqx.filter_jit
 def forward_dynamics(
     model: Model,
@@ -312,6 +323,7 @@ def spatial_inertias_from_parameters(pi: Float[Array, "nb 10"]) -> Float[Array, 
     return jnp.concatenate([top, bottom], axis=-2)
 
 
+@finite_inputs
 @eqx.filter_jit
 def regressor(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], qdd: Float[ArrayLike, " n"]

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .model import Model
+from .model import Model, check_finite, finite_inputs
 from .spatial import adjoint_apply, compose, homogeneous, inverse, skew
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 
+@finite_inputs
 @eqx.filter_jit
 def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " nhat"]:
     r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
@@ -41,6 +42,7 @@ def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Arra
     return model.coordinate_map(q)
 
 
+@finite_inputs
 @eqx.filter_jit
 def coordinate_map_jacobian(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nhat n"]:
     r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
@@ -56,7 +58,7 @@ def _check_q(model: Model, q) -> Array:
             f"q: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
             f"got {np.shape(q)}"
         )
-    return jnp.asarray(q)
+    return check_finite(q, "q")
 
 
 def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
@@ -141,6 +143,7 @@ def _resolve(model: Model, frame: str):
     raise ValueError(f"unknown frame {frame!r}; frames are {list(model.frame_names)}")
 
 
+@finite_inputs
 @eqx.filter_jit
 def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "4 4"]:
     """``T_S,frame(q)``, the 4x4 pose of a named frame in the inertial frame S."""
@@ -151,6 +154,7 @@ def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Arr
     return homogeneous(R, p)
 
 
+@finite_inputs
 @eqx.filter_jit
 def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "6 n"]:
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
@@ -163,6 +167,7 @@ def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float
     return J @ coordinate_map_jacobian(model, q)
 
 
+@finite_inputs
 @eqx.filter_jit
 def body_jacobians(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb 6 n"]:
     r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
+import inspect
+from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -40,6 +43,8 @@ __all__ = [
     "replace_body",
     "replace_placement",
     "runtime_check",
+    "check_finite",
+    "finite_inputs",
     "failures_as_nan",
     "INERTIA_ATOL",
 ]
@@ -88,6 +93,49 @@ def runtime_check(x, pred, msg: str):
     if _FAILURES_AS_NAN[0]:
         return jax.tree.map(lambda v: jnp.where(pred, jnp.nan, v), x)
     return eqx.error_if(x, pred, msg)
+
+
+def check_finite(x, name: str):
+    """``x`` as an array, refused if any entry is NaN or inf: concrete input raises
+    ``ValueError`` now, traced input goes through `runtime_check` (an `equinox.error_if`, or NaN
+    inside `failures_as_nan`). The message names the field."""
+    if isinstance(x, jax.core.Tracer):
+        return runtime_check(x, ~jnp.isfinite(x).all(), f"{name}: must be finite, got NaN or inf")
+    x = jnp.asarray(x)
+    bad = ~np.isfinite(np.asarray(x))
+    if bad.any():
+        raise ValueError(
+            f"{name}: must be finite, got NaN or inf at index {np.argwhere(bad)[0].tolist()} "
+            f"({int(bad.sum())} of {bad.size} entries)"
+        )
+    return x
+
+
+_STATE_ARGUMENTS = ("q", "qd", "qdd", "tau", "f", "wrench", "wrenches")
+
+
+def finite_inputs(fn):
+    """Check a public function's concrete state arguments (``q, qd, qdd, tau, f, wrench`` and
+    the values of ``wrenches``) with `check_finite` before it runs, so a NaN or inf from Python
+    raises ``ValueError`` naming the argument. Traced arguments (inside jit, vmap, grad) pass
+    through to the function's own `check_finite`, which reports them at run time."""
+    signature = inspect.signature(fn)
+    names = [n for n in _STATE_ARGUMENTS if n in signature.parameters]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        for name in names:
+            x = bound.get(name)
+            if name == "wrenches" and isinstance(x, Mapping):
+                for frame, W in x.items():
+                    if not isinstance(W, jax.core.Tracer):
+                        check_finite(W, f"wrench on frame {frame!r}")
+            elif x is not None and not isinstance(x, jax.core.Tracer):
+                check_finite(x, name)
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):

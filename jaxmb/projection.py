@@ -34,7 +34,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .dynamics import inverse_dynamics, mass_matrix
 from .kinematics import frame_pose
-from .model import Model
+from .model import Model, check_finite, finite_inputs
 from .pseudo_inverse import ATOL, pinv
 
 __all__ = [
@@ -178,19 +178,21 @@ def _vec(system: ConstrainedSystem, x, name: str) -> Array:
         raise ValueError(
             f"{name}: expected shape ({system.n},) for coordinates {system.coordinate_names}, got {x.shape}"
         )
-    return x
+    return check_finite(x, name)
 
 
 def _pinv(system: ConstrainedSystem, a):
     return pinv(a, system.atol, system.rtol)
 
 
+@finite_inputs
 @eqx.filter_jit
 def constraint_residual(system: ConstrainedSystem, q: Float[ArrayLike, " n"]) -> Float[Array, " m"]:
     """``Phi(q)``: zero on the constraint manifold."""
     return _phi(system, _vec(system, q, "q"))
 
 
+@finite_inputs
 @eqx.filter_jit
 def constraint_jacobian(
     system: ConstrainedSystem, q: Float[ArrayLike, " n"]
@@ -199,6 +201,7 @@ def constraint_jacobian(
     return jax.jacfwd(lambda q_: _phi(system, q_))(_vec(system, q, "q"))
 
 
+@finite_inputs
 @eqx.filter_jit
 def constraint_bias(
     system: ConstrainedSystem, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
@@ -215,6 +218,7 @@ def constraint_bias(
     return jax.jvp(velocity, (q,), (qd,))[1]
 
 
+@finite_inputs
 @eqx.filter_jit
 def projector(system: ConstrainedSystem, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$P = I - A^+ A$ (Aghili (2005) eq. (15)): the orthogonal projector onto $N(A)$."""
@@ -243,6 +247,7 @@ class ProjectedTerms(eqx.Module):
     Cqd: Float[Array, " n"]
 
 
+@finite_inputs
 @eqx.filter_jit
 def projected_terms(
     system: ConstrainedSystem,
@@ -302,6 +307,7 @@ def _solve(terms: ProjectedTerms, rhs_force, inertia: str, gamma):
     return jnp.linalg.solve(Mc, rhs)
 
 
+@finite_inputs
 @eqx.filter_jit
 def forward_dynamics(
     system: ConstrainedSystem,
@@ -333,6 +339,7 @@ def forward_dynamics(
     return _solve(terms, f - terms.h, inertia, gamma)
 
 
+@finite_inputs
 @eqx.filter_jit
 def constraint_force(
     system: ConstrainedSystem,
@@ -359,6 +366,7 @@ def _constraint_force(terms: ProjectedTerms, f: Array) -> Array:
     return Q @ g - Q @ alpha_rhs  # eq. (32)
 
 
+@finite_inputs
 @eqx.filter_jit
 def lagrange_multipliers(
     system: ConstrainedSystem,
@@ -427,6 +435,7 @@ def newton_projection(
     return x, residual(x)
 
 
+@finite_inputs
 @eqx.filter_jit
 def correct(
     system: ConstrainedSystem,

@@ -27,7 +27,7 @@ from .kinematics import (
     local_transforms,
     motion_subspace,
 )
-from .model import Model
+from .model import Model, check_finite
 from .spatial import (
     adjoint_apply,
     adjoint_transpose_apply,
@@ -54,7 +54,7 @@ def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[
     for name, W in (wrenches or {}).items():
         if np.shape(W) != (6,):
             raise ValueError(f"wrench on frame {name!r}: expected shape (6,), got {np.shape(W)}")
-        W = jnp.asarray(W)
+        W = check_finite(W, f"wrench on frame {name!r}")
         k, com = _resolve(model, name)
         if com is not None:  # W_B = Ad_{T_CB}^T W_C with T_CB = (I, -com)
             W = adjoint_transpose_apply(jnp.eye(3, dtype=com.dtype), -com, W)

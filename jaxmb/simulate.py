@@ -26,7 +26,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from . import projection
 from .dynamics import forward_dynamics
-from .model import Model, _checked
+from .model import Model, _checked, check_finite
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 
@@ -510,6 +510,23 @@ def simulate(
             )
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"simulate: ts must be 1-D with at least 2 times, got shape {ts.shape}")
+    q0, qd0 = check_finite(q0, "simulate: q0"), check_finite(qd0, "simulate: qd0")
+    ts = _checked(
+        ts,
+        lambda t: ~(jnp.isfinite(t).all() & (jnp.diff(t) > 0).all()),
+        "simulate: ts must be finite and strictly increasing (s)",
+    )
+    if fixed_step is None:
+
+        def positive(name, tol):
+            checked = _checked(
+                tol, lambda x: ~(jnp.isfinite(x) & (x > 0)), f"simulate: {name} must be > 0"
+            )
+            return checked if isinstance(tol, jax.core.Tracer) else tol  # a traced check is kept
+
+        rtol, atol = positive("rtol", rtol), positive("atol", atol)
+    if not isinstance(max_steps, int | np.integer):
+        raise ValueError(f"simulate: max_steps must be an int, got {type(max_steps).__name__}")
     if isinstance(solver, str):
         if solver not in _SOLVERS:
             raise ValueError(
@@ -535,6 +552,13 @@ def simulate(
         def desired_at(t):
             return desired_state(reference, t)
 
+    if reference is not None:  # what the reference returns, before anything is integrated
+        out = jax.eval_shape(reference, ts[0])
+        if len(getattr(out, "shape", (0, 0))) != 1:  # q_d in coordinates or in task space
+            raise ValueError(
+                f"simulate: the reference returns {_shape_of(out)}, expected a 1-D array (q_d "
+                f"for {plant.coordinate_names}, or the task coordinates the controller tracks)"
+            )
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     if isinstance(solver, RK4) and fixed_step is None:
         raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
@@ -568,6 +592,13 @@ def simulate(
         desired = desired_at(t)
         Q_a = controller(t, q, qd, desired)
         return Q_a, desired
+
+    out = _controller_output(lambda: loads(ts[0], q0, qd0)[0], desired_at, ts[0])
+    if getattr(out, "shape", None) != (n,):
+        raise ValueError(
+            f"simulate: the controller returns {_shape_of(out)}, expected shape ({n},) "
+            f"(Q_a for {plant.coordinate_names})"
+        )
 
     def accelerations(q, qd, tau, wrenches):
         if constrained:
@@ -606,6 +637,25 @@ def simulate(
         num_steps=sol.stats["num_accepted_steps"],
         coordinate_names=plant.coordinate_names,
     )
+
+
+def _controller_output(evaluate, desired_at, t0):
+    """The shape of the controller's output at t0, or a clear error when the controller cannot
+    be evaluated on the reference's output (the usual cause: they disagree in size)."""
+    try:
+        return jax.eval_shape(evaluate)
+    except (TypeError, ValueError, IndexError) as err:
+        q_d = jax.eval_shape(desired_at, t0)[0]
+        raise ValueError(
+            f"simulate: the controller fails on the initial state and the reference's output "
+            f"(q_d of {_shape_of(q_d)}) at ts[0]: {type(err).__name__}: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
+
+
+def _shape_of(out) -> str:
+    shape = getattr(out, "shape", None)
+    return f"shape {shape}" if shape is not None else f"a {type(out).__name__}"
 
 
 class _Solve(NamedTuple):
@@ -672,7 +722,7 @@ def _simulate_with_states(
     # tolerances then fits every entry
     scale = plant.state_scale(yp0) if actuated else jax.tree.map(jnp.ones_like, yp0)
     scale = jax.lax.stop_gradient(scale)
-    u0 = jax.eval_shape(lambda: command_at(ts[0], yp0, c0)[0])
+    u0 = _controller_output(lambda: command_at(ts[0], yp0, c0)[0], desired_at, ts[0])
     m = len(plant.command_names) if actuated else n
     if u0.shape != (m,):
         what = (

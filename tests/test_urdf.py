@@ -67,7 +67,10 @@ def test_links_without_inertial_are_massless_frames():
             robot(joint("j1", "floating", "base", "a", ""), ("base", "a")),
             "joint 'j1' has unsupported type 'floating'",
         ),
-        (robot(joint("j1", "planar", "base", "a"), ("base", "a")), "joint 'j1' has unsupported type 'planar'"),
+        (
+            robot(joint("j1", "planar", "base", "a"), ("base", "a")),
+            "joint 'j1' has unsupported type 'planar'",
+        ),
         (
             robot(joint("j1", "revolute", "base", "a") + joint("j2", "revolute", "b", "a")),
             "link 'a' is the child of joints 'j1' and 'j2'",

@@ -65,9 +65,9 @@ class TriangleLoop(CoordinateMap):
     def __call__(self, q: Float[Array, "3"]) -> Float[Array, " nhat"]:
         phi, theta, delta = q[0], q[1], q[2]
         c = (delta + self.l0) ** 2 / (2 * self.L0**2) - 1
-        c = runtime_check(
+        c = runtime_check(  # delta + l0 > 0 too: the triangle's side is a length
             c,
-            ~(jnp.abs(c) < 1),
+            ~((jnp.abs(c) < 1) & (delta + self.l0 > 0)),
             "series_parallel_3dof: delta is outside the triangle's domain "
             "-l0 < delta < 2 L0 - l0 (links aligned at the upper end, zeta = 0)",
         )

@@ -77,7 +77,7 @@ def _source(path_or_xml) -> tuple[str, bytes]:
         if not os.path.isfile(path):
             raise UrdfError(f"URDF {path!r}: no such file")
         with open(path, "rb") as fh:
-            return path, fh.read()
+            return repr(path), fh.read()
     if not isinstance(path_or_xml, str):
         raise UrdfError(
             f"load_urdf: expected a path or URDF text, got {type(path_or_xml).__name__}"

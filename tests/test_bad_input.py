@@ -1,0 +1,319 @@
+"""Malformed input across the public surface: each case asserts the error type and that the
+message names the field (and, where it helps, what was expected).
+
+Most checks fire before anything is compiled (URDF reading, concrete arguments, simulate's
+options), so the module is cheap; one case per traced path checks the run-time route."""
+
+import argparse
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb.cli import _negative_values, build_parser, main
+from jaxmb.models.urdf import UrdfError, UrdfWarning
+from jaxmb.simulate import simulate
+
+INERTIAL = (
+    '<inertial><mass value="1"/>'
+    '<inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial>'
+)
+LIMIT = '<limit lower="-1" upper="1" effort="10" velocity="1"/>'
+
+
+def urdf(joint_extra="", *, link_a=INERTIAL, jtype="revolute", robot='name="r"', more=""):
+    """A two-link robot whose joint carries ``joint_extra``; pieces replaceable by case."""
+    return (
+        f'<robot {robot}><link name="base"/><link name="a">{link_a}</link>'
+        f'<joint name="j1" type="{jtype}"><parent link="base"/><child link="a"/>'
+        f"{joint_extra}</joint>{more}</robot>"
+    )
+
+
+def chain(*joints, links=("base", "a", "b")):
+    body = "".join(f'<link name="{n}">{INERTIAL}</link>' for n in links)
+    js = "".join(
+        f'<joint name="{n}" type="revolute"><parent link="{p}"/><child link="{c}"/>'
+        f'<axis xyz="0 0 1"/>{LIMIT}</joint>'
+        for n, p, c in joints
+    )
+    return f'<robot name="r">{body}{js}</robot>'
+
+
+def test_the_well_formed_robot_loads():
+    model = jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>'))
+    assert model.coordinate_names == ("j1",) and model.body_names == ("a",)
+
+
+URDF_CASES = [
+    # what urdfdom refuses
+    ("<robot name='r'><link name='a'></robot>", "malformed XML"),
+    ("<model/>", "root element must be <robot>"),
+    (urdf(LIMIT, robot=""), "<robot>: has no name"),
+    (urdf(LIMIT, robot='name="r" version="2.0"'), r"<robot version>: only URDF 1.0"),
+    ('<robot name="r"/>', "<robot>: has no <link>"),
+    (urdf(LIMIT, more='<link name="a"/>'), "link 'a' is defined twice"),
+    (
+        urdf(
+            LIMIT,
+            more='<link name="b"/><joint name="j1" type="fixed"><parent link="a"/>'
+            '<child link="b"/></joint>',
+        ),  # fmt: skip
+        "joint 'j1' is defined twice",
+    ),
+    (urdf(LIMIT, jtype="ball"), r"joint 'j1': type must be one of"),
+    (urdf(LIMIT).replace(' type="revolute"', ""), r"joint 'j1': type must be one of"),
+    (urdf(LIMIT).replace('<joint name="j1"', "<joint"), "<joint>: has no name"),
+    (urdf(LIMIT).replace('<parent link="base"/>', ""), r"joint 'j1': has no <parent link"),
+    (urdf(LIMIT).replace('<child link="a"/>', "<child/>"), r"joint 'j1': has no <child link"),
+    (
+        urdf(LIMIT).replace('child link="a"', 'child link="zz"'),
+        "joint 'j1' names unknown link 'zz'",
+    ),
+    (urdf(LIMIT + '<origin xyz="1 2 3 4"/>'), r"joint 'j1' <origin xyz>: expected 3 numbers"),
+    (urdf(LIMIT + '<origin xyz="1 2"/>'), r"joint 'j1' <origin xyz>: expected 3 numbers"),
+    (urdf(LIMIT + '<origin rpy="0 x 0"/>'), r"joint 'j1' <origin rpy>: expected a decimal"),
+    (urdf(LIMIT + '<origin xyz="0 nan 0"/>'), r"joint 'j1' <origin xyz>: expected a decimal"),
+    (urdf(LIMIT + '<origin xyz="0 0 1e400"/>'), r"joint 'j1' <origin xyz>: .* not a finite"),
+    (urdf(LIMIT + '<axis xyz="0 0"/>'), r"joint 'j1' <axis xyz>: expected 3 numbers"),
+    (urdf('<axis xyz="0 0 1"/>'), r"joint 'j1': a revolute joint needs a <limit>"),
+    (urdf('<limit lower="0" upper="1" velocity="1"/>'), r"joint 'j1' <limit>: has no effort"),
+    (urdf('<limit lower="0" upper="1" effort="1"/>'), r"joint 'j1' <limit>: has no velocity"),
+    (urdf(LIMIT.replace('upper="1"', 'upper="one"')), r"joint 'j1' <limit> upper: expected"),
+    (urdf(LIMIT + "<dynamics/>"), r"joint 'j1' <dynamics>: needs damping"),
+    (urdf(LIMIT + '<dynamics damping="1m"/>'), r"joint 'j1' <dynamics> damping: expected"),
+    (urdf(LIMIT + '<safety_controller k_position="1"/>'), r"<safety_controller>: has no k_vel"),
+    (urdf(LIMIT + '<calibration rising="x"/>'), r"joint 'j1' <calibration> rising: expected"),
+    (urdf(LIMIT + '<mimic multiplier="2"/>'), r"joint 'j1' <mimic>: has no joint"),
+    (urdf(LIMIT + '<mimic joint="j0" multiplier="two"/>'), r"<mimic> multiplier: expected"),
+    (
+        urdf(LIMIT, more='<material name="m"><color rgba="1 0 0 1"/></material>' * 2),
+        "<material> 'm' is defined twice",
+    ),
+    # the tree (urdfdom's initRoot; jaxmb refuses the loops urdfdom lets through)
+    (chain(("j1", "base", "a")), r"exactly one root link; found \['base', 'b'\]"),
+    (
+        chain(("j1", "base", "a"), ("j2", "b", "a")),
+        "link 'a' is the child of joints 'j1' and 'j2'",
+    ),
+    (chain(("j1", "base", "a"), ("j2", "b", "b")), "joint 'j2': its parent and child are the same"),
+    (
+        chain(
+            ("j1", "base", "a"), ("j2", "b", "c"), ("j3", "c", "b"), links=("base", "a", "b", "c")
+        ),
+        r"links \['b', 'c'\] cannot be reached from the root link 'base'",
+    ),
+    # what urdfdom keeps truncated but the dynamics need (jaxmb refuses)
+    (urdf(LIMIT, link_a="<inertial/>"), r"link 'a' <inertial>: has no <mass>"),
+    (urdf(LIMIT, link_a="<inertial><mass/></inertial>"), r"link 'a' <inertial> <mass value>"),
+    (
+        urdf(LIMIT, link_a='<inertial><mass value="1"/></inertial>'),
+        r"link 'a' <inertial>: has no <inertia>",
+    ),
+    (
+        urdf(LIMIT, link_a=INERTIAL.replace(' iyz="0"', "").replace(' izz="0.1"', "")),
+        r"link 'a' <inertial> <inertia>: missing attribute\(s\) \['iyz', 'izz'\]",
+    ),
+    (
+        urdf(LIMIT, link_a=INERTIAL.replace('"1"', '"-1"')),
+        r"link 'a' <inertial>: mass must be >= 0",
+    ),
+    (urdf(LIMIT + '<axis xyz="0 0 0"/>'), r"joint 'j1'.*axis must be finite and non-zero"),
+    (urdf(LIMIT + '<axis xyz="0 0 1"/>', jtype="floating"), "joint 'j1' has unsupported type"),
+    (
+        urdf(LIMIT + '<axis xyz="0 0 1"/><mimic joint="j1"/>'),
+        r"joint 'j1' <mimic joint='j1'>: mimic joints form a cycle",
+    ),
+]
+
+
+@pytest.mark.parametrize("xml, message", URDF_CASES)
+def test_malformed_urdf_is_refused_naming_the_element(xml, message):
+    with pytest.raises(UrdfError, match=message):
+        jaxmb.load_urdf(xml)
+
+
+def test_urdf_errors_are_value_errors_and_name_the_file(tmp_path):
+    path = tmp_path / "bad.urdf"
+    path.write_text(urdf('<axis xyz="0 0 1"/>'))
+    with pytest.raises(ValueError, match=r"URDF '.*bad\.urdf': joint 'j1'"):
+        jaxmb.load_urdf(path)
+    with pytest.raises(UrdfError, match="no such file"):
+        jaxmb.load_urdf(tmp_path / "missing.urdf")
+    with pytest.raises(UrdfError, match="expected a path or URDF text, got int"):
+        jaxmb.load_urdf(3)
+
+
+def test_explicit_zero_mass_is_a_massless_frame_and_merges():
+    tool = (
+        '<link name="tool"><inertial><mass value="0"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" '
+        'iyz="0" izz="0"/></inertial></link><joint name="t" type="fixed"><parent link="a"/>'
+        '<child link="tool"/><origin xyz="0 0 1"/></joint>'
+    )
+    model = jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>', more=tool))
+    assert model.body_names == ("a",) and "tool" in model.frame_names
+
+
+def test_mesh_only_urdf_warns_that_its_joints_move_no_mass():
+    mesh = '<visual><geometry><mesh filename="a.stl"/></geometry></visual>'
+    with pytest.warns(UrdfWarning, match=r"joints \['j1'\] move no mass"):
+        model = jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=mesh))
+    assert model.bodies == ()
+
+
+def test_non_physical_inertia_warns_naming_link_and_condition():
+    rod = INERTIAL.replace('ixx="0.1"', 'ixx="0.5"')  # 0.1 + 0.1 < 0.5
+    xml = urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=rod)
+    with pytest.warns(UrdfWarning, match=r"link 'a' <inertial>: inertia violates triangle"):
+        jaxmb.load_urdf(xml)
+    with pytest.raises(UrdfError, match=r"link 'a' <inertial>.*triangle.*strict=True"):
+        jaxmb.load_urdf(xml, strict=True)
+    # round-off in a published file is no violation: the tolerance is absolute, kg m^2
+    tiny = INERTIAL.replace('ixx="0.1"', 'ixx="-1e-20"').replace('"0.1"', '"1e-8"')
+    jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=tiny.replace('"1"', '"0.01"')))
+
+
+# -- non-finite states and domains -----------------------------------------------------------
+
+ARM = jaxmb.models.series_parallel_3dof()
+Q, ZERO = jnp.array([0.1, 0.35, 0.1]), jnp.zeros(3)
+NAN3, INF3 = jnp.array([jnp.nan, 0.3, 0.1]), jnp.array([jnp.inf, 0.0, 0.0])
+RPR = jaxmb.models.rpr3()
+BAD_WRENCH = {"F3": jnp.array([0, 0, 0, 0, jnp.nan, 0.0])}
+
+STATE_CASES = [
+    (lambda: jaxmb.mass_matrix(ARM, NAN3), "q: must be finite"),
+    (lambda: jaxmb.body_mass_matrices(ARM, NAN3), "q: must be finite"),
+    (lambda: jaxmb.gravity_forces(ARM, INF3), "q: must be finite"),
+    (lambda: jaxmb.bias_forces(ARM, Q, INF3), "qd: must be finite"),
+    (lambda: jaxmb.inverse_dynamics(ARM, Q, ZERO, NAN3), "qdd: must be finite"),
+    (lambda: jaxmb.forward_dynamics(ARM, Q, INF3, ZERO), "qd: must be finite"),
+    (lambda: jaxmb.forward_dynamics(ARM, Q, ZERO, NAN3), "tau: must be finite"),
+    (lambda: jaxmb.forward_dynamics(ARM, Q, ZERO, ZERO, BAD_WRENCH), "wrench on frame 'F3'"),
+    (lambda: jaxmb.wrench_forces(ARM, Q, "F3", BAD_WRENCH["F3"]), "wrench: must be finite"),
+    (lambda: jaxmb.frame_jacobian(ARM, NAN3, "F3"), "q: must be finite"),
+    (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.full(7, jnp.nan), jnp.zeros(7)), "q: must"),
+    (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.ones(7), jnp.ones(7), jnp.full(7, jnp.inf)), "f: must"),
+    (lambda: jaxmb.mass_matrix(ARM, jnp.zeros(2)), r"q: expected shape \(3,\)"),
+    (lambda: jaxmb.Body("b", "F1", 1.0, [0.0, 0.0], np.eye(3)), r"body 'b': com: expected shape"),
+    (lambda: jaxmb.Frame("f", translation=[1.0, 2.0]), r"frame 'f': translation: expected shape"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("call, message", STATE_CASES)
+def test_non_finite_and_misshaped_input_is_refused_at_entry(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_traced_non_finite_input_is_refused_at_run_time():
+    two = jaxmb.load_urdf(chain(("j1", "base", "a"), ("j2", "a", "b")))
+    qs = jnp.array([[0.1, 0.2], [jnp.nan, 0.2]])
+    with pytest.raises(RuntimeError, match="q: must be finite"):
+        jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
+    with jaxmb.model.failures_as_nan():  # batched studies: the bad row is NaN, the good one not
+        M = jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
+    assert np.isfinite(M[0]).all() and np.isnan(M[1]).any()
+
+
+def test_arm_domain_matches_its_docstring():
+    """``-l0 < delta < 2 L0 - l0``: delta = -0.5 m (a negative cylinder length) is refused."""
+    with pytest.raises(RuntimeError, match="delta is outside the triangle's domain -l0 < delta"):
+        jaxmb.augmented_coordinates(ARM, jnp.array([0.1, 0.35, -0.5]))
+
+
+# -- simulate's options ----------------------------------------------------------------------
+
+
+def _pd(t, q, qd, desired):
+    return 100.0 * (desired[0] - q) - 20.0 * qd
+
+
+def _ref(t):
+    return jnp.array([0.1, 0.35, 0.1]) + 0.0 * t
+
+
+TS = jnp.linspace(0.0, 0.1, 3)
+SIM_CASES = [
+    (dict(ts=jnp.array([0.1, 0.05, 0.0])), "ts must be finite and strictly increasing"),
+    (dict(ts=jnp.array([0.0, 0.0])), "ts must be finite and strictly increasing"),
+    (dict(ts=jnp.array([0.0, jnp.nan, 1.0])), "ts must be finite and strictly increasing"),
+    (dict(ts=jnp.array([0.0])), "ts must be 1-D with at least 2 times"),
+    (dict(rtol=-1e-6), "rtol must be > 0"),
+    (dict(atol=0.0), "atol must be > 0"),
+    (dict(rtol=math.nan), "rtol must be > 0"),
+    (dict(qd0=jnp.array([0.0, jnp.nan, 0.0])), "qd0: must be finite"),
+    (dict(dtmin=-1.0), "dtmin must be > 0"),
+    (dict(controller=lambda t, q, qd, d: jnp.zeros(2)), r"controller returns shape \(2,\)"),
+    (dict(reference=lambda t: jnp.zeros((2, 3))), "reference returns shape .*1-D"),
+    (dict(reference=lambda t: jnp.zeros(2)), r"controller fails .*q_d of shape \(2,\)"),
+    (dict(solver="rk5"), "solver must be one of"),
+    (dict(max_steps=0), "max_steps must be >= 1"),
+    (dict(fixed_step=-1e-3), "fixed_step must be > 0"),
+]
+
+
+@pytest.mark.parametrize("override, message", SIM_CASES)
+def test_simulate_validates_before_integrating(override, message):
+    kw = dict(controller=_pd, reference=_ref, q0=Q, qd0=ZERO, ts=TS)
+    kw.update(override)
+    with pytest.raises(ValueError, match=message):
+        simulate(ARM, kw.pop("controller"), kw.pop("reference"), kw.pop("q0"), kw.pop("qd0"),
+                 kw.pop("ts"), **kw)  # fmt: skip
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_cli_checks_the_output_folder_before_computing(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for argv in (
+        ["simulate", "--out", str(blocker / "sub")],
+        ["simulate", "--machine", "crane", "--out", str(blocker)],
+    ):
+        with pytest.raises(SystemExit, match="--out: cannot write to"):
+            main(argv)
+
+
+def test_cli_accepts_negative_numbers_as_values():
+    assert _negative_values(["simulate", "--eps", "-1e-4", "--K", "-30,60,30", "--quiet"]) == [
+        "simulate", "--eps=-1e-4", "--K=-30,60,30", "--quiet"
+    ]  # fmt: skip
+    args = build_parser().parse_args(_negative_values(["state", "--q", "-0.1,0.35,0.1"]))
+    assert isinstance(args, argparse.Namespace) and args.q == "-0.1,0.35,0.1"
+    with pytest.raises(SystemExit, match="--eps: expected positive gains, got '-1e-4'"):
+        main(["simulate", "--eps", "-1e-4", "--no-plots"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["identify", "log.csv", "--model", "arm", "--cutoff", "-5"],
+            "--cutoff: expected a frequency > 0",
+        ),
+        (
+            ["identify", "log.csv", "--model", "arm", "--stride", "0"],
+            "--stride: expected an integer >= 1",
+        ),
+        (["identify", "nope.csv", "--model", "arm"], "no such log file 'nope.csv'"),
+        (["simulate", "--t-final", "nan"], "--t-final and --dt-save must be positive"),
+        (["state", "--q", "0.1,nan,0.1"], "--q: expected 3 finite numbers"),
+        (["montecarlo", "x.toml", "--samples", "-3"], "--samples: expected an integer >= 1"),
+    ],
+)
+def test_cli_arguments_are_validated(argv, message):
+    with pytest.raises(SystemExit, match=message):
+        main(argv)
+
+
+def test_equinox_errors_are_runtime_errors():
+    """What the run-time route raises is a RuntimeError (documented in STYLE.md)."""
+    f = eqx.filter_jit(lambda x: jaxmb.model.check_finite(x, "x"))
+    with pytest.raises(RuntimeError, match="x: must be finite"):
+        f(jnp.array([jnp.nan]))
