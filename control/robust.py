@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from jaxmb.dynamics import bias_forces, inverse_dynamics
-from jaxmb.model import Model, _checked
+from jaxmb.model import Model, _checked, check_finite
 
 __all__ = ["RobustController", "filtered_error", "sat"]
 
@@ -28,9 +28,12 @@ def sat(x):
     return jnp.clip(x, -1.0, 1.0)
 
 
+_DESIRED = ("q_d", "qd_d", "qdd_d")
+
+
 def filtered_error(Lambda, q, qd, desired):
     r"""$(e, \dot e, s)$ with $s = \dot e + \Lambda e$ (eqs. (14)-(15)), Lambda diagonal as a vector."""
-    q_d, qd_d, _ = desired
+    q_d, qd_d, _ = (check_finite(x, f"desired {n}") for x, n in zip(desired, _DESIRED, strict=True))
     e = q - q_d
     e_dot = qd - qd_d
     return e, e_dot, e_dot + Lambda * e

@@ -28,9 +28,23 @@ from jaxtyping import Array, Float
 
 from .dynamics import forward_dynamics, gravity_forces
 from .hydraulics import BAR, HydraulicActuator
-from .model import Model, _checked
+from .model import Model, _checked, check_finite
 
 __all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events", "events_summary"]
+
+
+def _finite_state(y: dict, command):
+    """The plant state and the command, refused (`check_finite`) where NaN or inf: a NaN
+    pressure or command would otherwise flow through the vector field into the solution."""
+    y = {
+        "q": check_finite(y["q"], "q"),
+        "qd": check_finite(y["qd"], "qd"),
+        "actuators": {
+            a: {k: check_finite(v, f"actuator {a!r} state {k!r}") for k, v in s.items()}
+            for a, s in y["actuators"].items()
+        },
+    }
+    return y, check_finite(command, "command")
 
 
 class AbstractPlant(eqx.Module):
@@ -214,6 +228,7 @@ class HydraulicPlant(AbstractPlant):
 
     def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
         del t
+        y, command = _finite_state(y, command)
         q, qd, act = y["q"], y["qd"], y["actuators"]
         x, xd, J = self.piston_kinematics(q, qd)
         Q = self._direct_forces(command)
@@ -308,6 +323,7 @@ class ForceSensedPlant(AbstractPlant):
         from .projection import forward_dynamics as projected_forward_dynamics
 
         del t
+        y, command = _finite_state(y, command)
         q, qd = y["q"], y["qd"]
         f = command if forces is None else command + forces
         qdd = projected_forward_dynamics(self.system, q, qd, f, wrenches)

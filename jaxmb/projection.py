@@ -500,6 +500,8 @@ def assemble(
         raise ValueError(
             f"assemble: fixed names {unknown} are not coordinates; coordinates are {names}"
         )
+    for n, v in fixed.items():
+        check_finite(v, f"assemble: fixed {n!r}")
     free = [i for i, n in enumerate(names) if n not in fixed]
     if not free:
         raise ValueError("assemble: every coordinate is fixed; nothing to solve for")
@@ -511,7 +513,7 @@ def assemble(
             raise ValueError(
                 f"assemble: guess names {bad} are not coordinates; coordinates are {names}"
             )
-        q0 = jnp.asarray([float(guess.get(n, 0.0)) for n in names])
+        q0 = check_finite(jnp.asarray([float(guess.get(n, 0.0)) for n in names]), "assemble: guess")
     else:
         q0 = _vec(system, guess, "assemble: guess")
     idx_fixed = jnp.asarray([names.index(n) for n in fixed], dtype=int)

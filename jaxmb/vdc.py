@@ -47,7 +47,16 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import frame_jacobian, frame_pose
-from .model import Body, Model, _checked, _inertia_bad, _not_finite, _rotation_bad
+from .model import (
+    Body,
+    Model,
+    _checked,
+    _inertia_bad,
+    _not_finite,
+    _rotation_bad,
+    check_finite,
+    finite_inputs,
+)
 from .spatial import rot_z, skew
 
 __all__ = [
@@ -769,7 +778,7 @@ def _check_n(chain: VDCChain, x, name: str) -> Array:
         raise ValueError(
             f"{name}: expected shape ({chain.n},) for {chain.n} segments, got {jnp.shape(x)}"
         )
-    return jnp.asarray(x)
+    return check_finite(x, name)
 
 
 def _velocities(chain: VDCChain, q, qd, V_c) -> dict[str, Array]:
@@ -838,6 +847,7 @@ def chain_bodies(chain: VDCChain):
     return out
 
 
+@finite_inputs
 @eqx.filter_jit
 def chain_motion(
     chain: VDCChain,
@@ -865,6 +875,7 @@ def chain_motion(
     return ChainMotion(V, Vd, _rotations(chain, q, R_WC))
 
 
+@finite_inputs
 @eqx.filter_jit
 def actuator_forces(
     chain: VDCChain,
@@ -898,6 +909,7 @@ def actuator_forces(
     return VDCForces(f, Fc[0], Fc, F_net)
 
 
+@finite_inputs
 @eqx.filter_jit
 def required_forces(
     chain: VDCChain,
@@ -968,6 +980,7 @@ def required_forces(
 # --------------------------------------------------------------------------------------------
 
 
+@finite_inputs
 @eqx.filter_jit
 def driven_point_motion(
     model: Model,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxmb
+import jaxmb.control
 from jaxmb.cli import _negative_values, build_parser, main
 from jaxmb.models.urdf import UrdfError, UrdfWarning
 from jaxmb.simulate import simulate
@@ -184,6 +185,14 @@ Q, ZERO = jnp.array([0.1, 0.35, 0.1]), jnp.zeros(3)
 NAN3, INF3 = jnp.array([jnp.nan, 0.3, 0.1]), jnp.array([jnp.inf, 0.0, 0.0])
 RPR = jaxmb.models.rpr3()
 BAD_WRENCH = {"F3": jnp.array([0, 0, 0, 0, jnp.nan, 0.0])}
+CRANE = jaxmb.models.lift_tilt_crane_plant()
+Y0 = CRANE.initial_state(jnp.array(jaxmb.models.crane.WAYPOINTS["A"]), jnp.zeros(2))
+Y_BAD_P = {
+    **Y0,
+    "actuators": {**Y0["actuators"], "lift": {**Y0["actuators"]["lift"], "p_a": jnp.nan}},
+}
+CHAIN = jaxmb.vdc.crane_chain(CRANE.model)
+CONTROLLER = jaxmb.control.RobustController(ARM, 1.0, 30.0, 50.0, 1e-4)
 
 STATE_CASES = [
     (lambda: jaxmb.mass_matrix(ARM, NAN3), "q: must be finite"),
@@ -198,6 +207,11 @@ STATE_CASES = [
     (lambda: jaxmb.frame_jacobian(ARM, NAN3, "F3"), "q: must be finite"),
     (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.full(7, jnp.nan), jnp.zeros(7)), "q: must"),
     (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.ones(7), jnp.ones(7), jnp.full(7, jnp.inf)), "f: must"),
+    (lambda: CRANE.vector_field(0.0, Y0, jnp.array([jnp.nan, 0.0])), "command: must be finite"),
+    (lambda: CRANE.vector_field(0.0, Y_BAD_P, jnp.zeros(2)), "actuator 'lift' state 'p_a': must"),
+    (lambda: jaxmb.vdc.actuator_forces(CHAIN, Y0["q"], INF3[:2], jnp.zeros(2)), "qd: must"),
+    (lambda: CONTROLLER(0.0, Q, ZERO, (NAN3, ZERO, ZERO)), "desired q_d: must be finite"),
+    (lambda: jaxmb.projection.assemble(RPR, {"theta1": math.nan}), "assemble: fixed 'theta1': must"),
     (lambda: jaxmb.mass_matrix(ARM, jnp.zeros(2)), r"q: expected shape \(3,\)"),
     (lambda: jaxmb.Body("b", "F1", 1.0, [0.0, 0.0], np.eye(3)), r"body 'b': com: expected shape"),
     (lambda: jaxmb.Frame("f", translation=[1.0, 2.0]), r"frame 'f': translation: expected shape"),
