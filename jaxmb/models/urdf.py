@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..model import Body, CoordinateMap, Frame, Model
+from ..model import INERTIA_ATOL, Body, CoordinateMap, Frame, Model
 from .urdf_xml import Document, UrdfError, read_document
 
 __all__ = ["load_urdf", "MimicMap", "UrdfError", "UrdfWarning"]
@@ -143,8 +143,19 @@ def _check_tree(doc: Document) -> tuple[dict[str, list], str]:
 def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
     """The coordinate map of the mimic joints, or None when there are none."""
     joints = {j.name: j for j in doc.joints}
-    rule = {j.name: j.mimic for j in doc.joints if j.mimic is not None and j.name in coords}
-    rule = {k: v for k, v in rule.items() if v[0] in joints or _unknown_target(k, v[0])}
+    rule = {}
+    for j in doc.joints:
+        if j.mimic is None or j.name not in coords:
+            continue
+        if j.mimic[0] not in joints:  # urdfdom and Pinocchio load it as an independent joint
+            warnings.warn(
+                f"joint {j.name!r} <mimic joint={j.mimic[0]!r}>: no joint of that name; "
+                f"{j.name!r} is kept independent",
+                UrdfWarning,
+                stacklevel=5,
+            )
+            continue
+        rule[j.name] = j.mimic
     if not rule:
         return None
 
@@ -160,8 +171,6 @@ def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
         root, a2, b2 = resolve(target, (*seen, name))
         return root, a * a2, a * b2 + b
 
-    if not rule:
-        return None
     resolved = [resolve(c) for c in coords]
     independent = [c for c in coords if c not in rule]
     return MimicMap(
@@ -172,24 +181,12 @@ def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
     )
 
 
-def _unknown_target(name: str, target: str) -> bool:
-    """urdfdom and Pinocchio load a mimic of an unknown joint as an independent joint: so do
-    we, with a warning."""
-    warnings.warn(
-        f"joint {name!r} <mimic joint={target!r}>: no joint of that name; {name!r} is kept "
-        "independent",
-        UrdfWarning,
-        stacklevel=6,
-    )
-    return False
-
-
 def load_urdf(
     path_or_xml,
     *,
     mimic: bool = True,
     strict: bool = False,
-    inertia_tolerance: float = 1e-10,
+    inertia_tolerance: float = INERTIA_ATOL,
 ) -> Model:
     """A `Model` from a URDF file path or XML text (see the module docstring).
 

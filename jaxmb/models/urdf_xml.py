@@ -66,7 +66,8 @@ class Document(NamedTuple):
 
 
 def _number(text: str | None, where: str) -> float:
-    if text is None or not _NUMBER.fullmatch(text.strip()):
+    # strToDouble: stream extraction skips leading blanks and must then reach the end
+    if text is None or not _NUMBER.fullmatch(text.lstrip()):
         raise UrdfError(f"{where}: expected a decimal number, got {text!r}")
     value = float(text)
     if not np.isfinite(value):  # 1e400 overflows, as strToDouble refuses it
