@@ -143,7 +143,8 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
 
     ``bad(x)`` is a boolean (array) that is True where ``x`` is unacceptable."""
     if shape is not None and tuple(np.shape(x)) != shape:
-        field = msg.split(" must ")[0]  # "body 'b': com must be finite" -> "body 'b': com"
+        # "body 'b': com must be finite" -> "body 'b': com"; "X.K: must be > 0" -> "X.K"
+        field = msg.split(" must ")[0].rstrip(":")
         raise ValueError(f"{field}: expected shape {shape}, got {tuple(np.shape(x))}")
     if isinstance(x, jax.core.Tracer):
         if not jnp.issubdtype(x.dtype, jnp.floating):

@@ -64,10 +64,12 @@ def _ours(model, q, qd, tau):
     return M, h, g, a
 
 
-def _close(ours, ref, what):
-    # float64 between two recursive implementations: round-off grows with the tree's size
+def _close(ours, ref, what, condition=1.0):
+    # float64 between two recursive implementations: round-off grows with the tree's size, and
+    # a solve with Gamma amplifies it by Gamma's condition number (iCub reaches 1e8 and more)
     scale = max(1.0, np.abs(ref).max(initial=0.0))
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10 * scale, err_msg=what)
+    tol = max(1e-10, 1e-12 * condition) * scale
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=tol, err_msg=what)
 
 
 def _reference(pm, qp, vp, tau_p):
@@ -99,7 +101,7 @@ def test_matches_pinocchio(path):
     assert all(float(b.mass) > 0 for b in model.bodies)
     if model.n == 0:
         return
-    rng = np.random.default_rng(len(path))
+    rng = np.random.default_rng(len(os.path.relpath(path, ROBOTS)))  # same state everywhere
     q, qd, tau = rng.uniform(-1, 1, (3, model.n))
     qp, P = _pinocchio_state(pm, model, q, qd)
     M_ref, h_ref, g_ref, pd = _reference(pm, qp, P @ qd, P @ tau)
@@ -111,7 +113,7 @@ def test_matches_pinocchio(path):
         assert "not positive definite" in a  # said at load, refused at forward dynamics
     else:
         a_ref = P.T @ pin.aba(pm, pd, qp, P @ qd, P @ tau)
-        _close(a, a_ref, "forward dynamics")
+        _close(a, a_ref, "forward dynamics", np.linalg.cond(M))
 
 
 def _mimic_rules(path):
@@ -164,7 +166,7 @@ def test_mimic_joints_are_coupled(path):
     _close(h, E.T @ P.T @ h_ref, "bias forces")
     _close(g, -E.T @ P.T @ g_ref, "gravity")
     if not isinstance(a, str):
-        _close(a, np.linalg.solve(M, tau - h + g), "forward dynamics")
+        _close(a, np.linalg.solve(M, tau - h + g), "forward dynamics", np.linalg.cond(M))
 
 
 def test_non_physical_inertia_warns_or_refuses():
