@@ -220,6 +220,11 @@ class ProjectedInverseDynamics(eqx.Module):
             actuated = tuple(actuated)
         self.actuated = actuated
 
+    @property
+    def reference_size(self) -> int:
+        """The reference gives the k task coordinates ``theta_d`` (read by `simulate`)."""
+        return jax.eval_shape(self.task, jax.ShapeDtypeStruct((self.system.n,), float)).shape[0]
+
     def _mask(self):
         if self.actuated is None:
             return None
@@ -276,6 +281,10 @@ class HybridForceControl(AbstractStatefulController):
     def init(self, t0, y0, desired0):
         del t0, desired0
         return jnp.zeros_like(y0["q"])
+
+    @property
+    def reference_size(self) -> int:
+        return self.pidc.reference_size
 
     def __call__(self, t, y, desired, c):
         q, qd = y["q"], y["qd"]

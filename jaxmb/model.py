@@ -111,12 +111,15 @@ def check_finite(x, name: str):
     return x
 
 
-_STATE_ARGUMENTS = ("q", "qd", "qdd", "tau", "f", "wrench", "wrenches")
+# the state-like arguments of the public functions: coordinates, rates, forces and wrenches,
+# and the VDC's driven-frame twists, rotations and end-effector wrenches (Petrovic & Mattila)
+_STATE_ARGUMENTS = ("q", "qd", "qdd", "qd_r", "qdd_r", "tau", "f", "wrench", "wrenches",
+                    "V_c", "Vd_c", "V_cr", "Vd_cr", "R_WC", "F_D", "F_D_r")  # fmt: skip
 
 
 def finite_inputs(fn):
-    """Check a public function's concrete state arguments (``q, qd, qdd, tau, f, wrench`` and
-    the values of ``wrenches``) with `check_finite` before it runs, so a NaN or inf from Python
+    """Check a public function's concrete state arguments (``_STATE_ARGUMENTS``; for
+    ``wrenches`` each value) with `check_finite` before it runs, so a NaN or inf from Python
     raises ``ValueError`` naming the argument. Traced arguments (inside jit, vmap, grad) pass
     through to the function's own `check_finite`, which reports them at run time."""
     signature = inspect.signature(fn)
@@ -223,6 +226,7 @@ class Body(eqx.Module):
     name: str = eqx.field(static=True)
     frame: str = eqx.field(static=True)
     com_frame: str | None = eqx.field(static=True)
+    physical: bool = eqx.field(static=True)
     mass: Float[Array, ""]
     com: Float[Array, 3]
     inertia: Float[Array, "3 3"]
@@ -243,6 +247,7 @@ class Body(eqx.Module):
         self.name = name
         self.frame = frame
         self.com_frame = com_frame
+        self.physical = physical
         if physical:
             self.mass = _checked(
                 mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ()
@@ -525,6 +530,7 @@ def replace_body(model: Model, name: str, *, mass=None, com=None, inertia=None) 
         old.com if com is None else com,
         old.inertia if inertia is None else inertia,
         com_frame=old.com_frame,
+        physical=old.physical,
     )
     i = model.body_names.index(name)
     return eqx.tree_at(lambda m: m.bodies[i], model, new)

@@ -26,7 +26,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from . import projection
 from .dynamics import forward_dynamics
-from .model import Model, _checked, check_finite
+from .model import Model, _checked, check_finite, runtime_check
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 
@@ -446,7 +446,9 @@ def simulate(
             `AbstractStatefulController` carries its own state, integrated with the plant's;
             a `CommandTable` replays logged commands open loop.
         reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`). None for an
-            open-loop replay (``desired`` is then three empty arrays).
+            open-loop replay (``desired`` is then three empty arrays). It must return shape
+            ``(n,)``, or ``(controller.reference_size,)`` for a controller that tracks task
+            coordinates (`jaxmb.control.ProjectedInverseDynamics`).
         disturbance: external wrenches and generalized forces on the plant.
         solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
             order: cheaper when steps are stability-limited, as with a thin boundary layer
@@ -511,11 +513,7 @@ def simulate(
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"simulate: ts must be 1-D with at least 2 times, got shape {ts.shape}")
     q0, qd0 = check_finite(q0, "simulate: q0"), check_finite(qd0, "simulate: qd0")
-    ts = _checked(
-        ts,
-        lambda t: ~(jnp.isfinite(t).all() & (jnp.diff(t) > 0).all()),
-        "simulate: ts must be finite and strictly increasing (s)",
-    )
+    ts = _checked_times(ts)
     if fixed_step is None:
 
         def positive(name, tol):
@@ -554,10 +552,17 @@ def simulate(
 
     if reference is not None:  # what the reference returns, before anything is integrated
         out = jax.eval_shape(reference, ts[0])
-        if len(getattr(out, "shape", (0, 0))) != 1:  # q_d in coordinates or in task space
+        # q_d of the coordinates, or of the task coordinates a controller declares it tracks
+        size = getattr(controller, "reference_size", n)
+        if getattr(out, "shape", None) != (size,):
+            what = (
+                f"q_d for {plant.coordinate_names}"
+                if size == n and not hasattr(controller, "reference_size")
+                else f"the {size} task coordinates {type(controller).__name__} tracks"
+            )
             raise ValueError(
-                f"simulate: the reference returns {_shape_of(out)}, expected a 1-D array (q_d "
-                f"for {plant.coordinate_names}, or the task coordinates the controller tracks)"
+                f"simulate: the reference returns {_shape_of(out)}, expected shape ({size},): "
+                f"{what}"
             )
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     if isinstance(solver, RK4) and fixed_step is None:
@@ -637,6 +642,23 @@ def simulate(
         num_steps=sol.stats["num_accepted_steps"],
         coordinate_names=plant.coordinate_names,
     )
+
+
+def _checked_times(ts):
+    """``ts`` refused unless finite and strictly increasing: concrete now (naming the first bad
+    index), traced at run time."""
+    msg = "simulate: ts must be finite and strictly increasing (s)"
+    if isinstance(ts, jax.core.Tracer):
+        return runtime_check(ts, ~(jnp.isfinite(ts).all() & (jnp.diff(ts) > 0).all()), msg)
+    t = np.asarray(ts)
+    bad = np.flatnonzero(~np.isfinite(t))
+    if bad.size:
+        raise ValueError(f"{msg}; ts[{bad[0]}] = {t[bad[0]]}")
+    back = np.flatnonzero(np.diff(t) <= 0)
+    if back.size:
+        k = back[0]
+        raise ValueError(f"{msg}; ts[{k}] = {t[k]} is followed by ts[{k + 1}] = {t[k + 1]}")
+    return ts
 
 
 def _controller_output(evaluate, desired_at, t0):

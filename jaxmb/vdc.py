@@ -810,13 +810,21 @@ def _rotations(chain: VDCChain, q, R_WC) -> dict[str, Array]:
     return out
 
 
-def _defaults(chain, V_c, Vd_c, R_WC, F_D):
+def _defaults(chain, V_c, Vd_c, R_WC, F_D, names=("V_c", "Vd_c", "R_WC", "F_D")):
     z = jnp.zeros(6, dtype=chain.gravity.dtype)
+
+    def given(x, name, shape, default):
+        if x is None:
+            return default
+        if jnp.shape(x) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {jnp.shape(x)}")
+        return check_finite(x, name)
+
     return (
-        z if V_c is None else jnp.asarray(V_c),
-        z if Vd_c is None else jnp.asarray(Vd_c),
-        chain.R_WC if R_WC is None else jnp.asarray(R_WC),
-        z if F_D is None else jnp.asarray(F_D),
+        given(V_c, names[0], (6,), z),
+        given(Vd_c, names[1], (6,), z),
+        given(R_WC, names[2], (3, 3), chain.R_WC),
+        given(F_D, names[3], (6,), z),
     )
 
 
@@ -946,8 +954,10 @@ def required_forces(
     qd, qd_r, qdd_r = (
         _check_n(chain, x, n) for x, n in ((qd, "qd"), (qd_r, "qd_r"), (qdd_r, "qdd_r"))
     )
-    V_c, Vd_c, R_WC, F_D_r = _defaults(chain, V_c, Vd_c, R_WC, F_D_r)
-    V_cr, Vd_cr, _, _ = _defaults(chain, V_cr, Vd_cr, None, None)
+    V_c, Vd_c, R_WC, F_D_r = _defaults(
+        chain, V_c, Vd_c, R_WC, F_D_r, names=("V_c", "Vd_c", "R_WC", "F_D_r")
+    )
+    V_cr, Vd_cr, _, _ = _defaults(chain, V_cr, Vd_cr, None, None, names=("V_cr", "Vd_cr", "", ""))
     qv = q + chain.q_offset
     V = _velocities(chain, qv, qd, V_c)
     V_r, Vd_r = jax.jvp(
@@ -996,9 +1006,10 @@ def driven_point_motion(
     The body twist ``J_F(q) qd`` ([omega; v], `jaxmb.frame_jacobian`) and its derivative (`jax.jvp`
     along ``(qd, qdd)``) are converted with `to_vdc` and moved to C by eq. (3),
     ``^C V = ^F U_C^T ^F V`` (C is rigid with F, so U is constant)."""
-    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
-    R_FC = jnp.eye(3, dtype=q.dtype) if R_FC is None else jnp.asarray(R_FC)
-    r_FC = jnp.zeros(3, dtype=q.dtype) if r_FC is None else jnp.asarray(r_FC)
+    q = jnp.asarray(q)
+    qd, qdd = check_finite(qd, "qd"), check_finite(qdd, "qdd")
+    R_FC = jnp.eye(3, dtype=q.dtype) if R_FC is None else check_finite(R_FC, "R_FC")
+    r_FC = jnp.zeros(3, dtype=q.dtype) if r_FC is None else check_finite(r_FC, "r_FC")
     V_F, Vd_F = jax.jvp(
         lambda a, b: frame_jacobian(model, a, frame) @ b, (q, qd), (qd, qdd)
     )  # twist and d/dt(J qd) = J qdd + Jdot qd

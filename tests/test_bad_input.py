@@ -129,6 +129,7 @@ URDF_CASES = [
         urdf(LIMIT + '<axis xyz="0 0 1"/><mimic joint="j1"/>'),
         r"joint 'j1' <mimic joint='j1'>: mimic joints form a cycle",
     ),
+    (urdf(LIMIT, robot='name="r" version="1."'), r"<robot version>: only URDF 1.0"),
 ]
 
 
@@ -178,6 +179,82 @@ def test_non_physical_inertia_warns_naming_link_and_condition():
     jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=tiny.replace('"1"', '"0.01"')))
 
 
+def test_load_urdf_arguments_are_validated():
+    xml = urdf(LIMIT + '<axis xyz="0 0 1"/>')
+    for kw, message in (
+        (dict(inertia_tolerance=float("nan")), "inertia_tolerance must be a finite number >= 0"),
+        (dict(inertia_tolerance=-1.0), "inertia_tolerance must be a finite number >= 0"),
+        # under the test suite's runtime type checking a TypeError names the parameter first
+        (dict(strict="yes"), "strict must be True or False|parameter 'strict'"),
+        (dict(mimic=None), "mimic must be True or False|parameter 'mimic'"),
+    ):
+        with pytest.raises((ValueError, TypeError), match=message):
+            jaxmb.load_urdf(xml, **kw)
+
+
+def test_zero_mass_with_rotational_inertia_is_reported():
+    rotor = INERTIAL.replace('value="1"', 'value="0"')
+    xml = urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=rotor)
+    with pytest.warns(UrdfWarning, match=r"link 'a' <inertial>: inertia violates mass > 0"):
+        model = jaxmb.load_urdf(xml)
+    assert not model.body("a").physical
+    with pytest.raises(UrdfError, match=r"link 'a' <inertial>: .*mass > 0.*strict=True"):
+        jaxmb.load_urdf(xml, strict=True)
+
+
+def test_a_non_physical_body_can_still_be_reconfigured():
+    rod = INERTIAL.replace('ixx="0.1"', 'ixx="0.5"')
+    with pytest.warns(UrdfWarning):
+        model = jaxmb.load_urdf(urdf(LIMIT + '<axis xyz="0 0 1"/>', link_a=rod))
+    heavier = jaxmb.replace_body(model, "a", mass=2.0)
+    assert float(heavier.body("a").mass) == 2.0 and not heavier.body("a").physical
+
+
+MIMIC_CHAIN = (
+    '<robot name="m"><link name="base"/>'
+    + "".join(f'<link name="{n}">{INERTIAL}</link>' for n in "abcd")
+    + '<joint name="ja" type="revolute"><parent link="base"/><child link="a"/>'
+    f'<axis xyz="0 0 1"/>{LIMIT}</joint>'
+    '<joint name="jb" type="revolute"><parent link="a"/><child link="b"/><origin xyz="0.5 0 0"/>'
+    f'<axis xyz="0 1 0"/>{LIMIT}<mimic joint="ja" multiplier="2" offset="0.1"/></joint>'
+    '<joint name="jc" type="prismatic"><parent link="b"/><child link="c"/><origin xyz="0.5 0 0"/>'
+    f'<axis xyz="1 0 0"/>{LIMIT}<mimic joint="jb" multiplier="-0.5" offset="0.2"/></joint>'
+    '<joint name="jd" type="revolute"><parent link="c"/><child link="d"/><origin xyz="0 0 0.3"/>'
+    f'<axis xyz="1 0 0"/>{LIMIT}<mimic joint="tool"/></joint>'
+    '<joint name="tool" type="fixed"><parent link="base"/><child link="t"/></joint>'
+    '<link name="t"/></robot>'
+)
+
+
+def test_mimic_chains_compose_and_a_fixed_target_is_independent():
+    """jb = 2 ja + 0.1 and jc = -0.5 jb + 0.2 = -ja + 0.15 (the composition written out by
+    hand); jd follows a fixed joint, so it stays independent with a warning (Pinocchio's
+    default loads such a file)."""
+    with pytest.warns(UrdfWarning, match=r"joint 'jd' <mimic joint='tool'>: that joint is not"):
+        model = jaxmb.load_urdf(MIMIC_CHAIN)
+    free = jaxmb.load_urdf(MIMIC_CHAIN, mimic=False)
+    assert model.coordinate_names == ("ja", "jd") and free.coordinate_names == (
+        "ja",
+        "jb",
+        "jc",
+        "jd",
+    )
+    E = np.array([[1.0, 0.0], [2.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    offset = np.array([0.0, 0.1, 0.15, 0.0])
+    q, qd = np.array([0.3, -0.4]), np.array([0.7, 0.2])
+    qhat = E @ q + offset
+    np.testing.assert_allclose(jaxmb.augmented_coordinates(model, q), qhat, atol=1e-15)
+    with jax.disable_jit():  # a small eager check: no compilation
+        np.testing.assert_allclose(
+            jaxmb.mass_matrix(model, q), E.T @ jaxmb.mass_matrix(free, qhat) @ E, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            jaxmb.bias_forces(model, q, qd, method="rnea"),
+            E.T @ jaxmb.bias_forces(free, qhat, E @ qd, method="rnea"),
+            atol=1e-12,
+        )
+
+
 # -- non-finite states and domains -----------------------------------------------------------
 
 ARM = jaxmb.models.series_parallel_3dof()
@@ -211,6 +288,7 @@ STATE_CASES = [
     (lambda: CRANE.vector_field(0.0, Y_BAD_P, jnp.zeros(2)), "actuator 'lift' state 'p_a': must"),
     (lambda: jaxmb.vdc.actuator_forces(CHAIN, Y0["q"], INF3[:2], jnp.zeros(2)), "qd: must"),
     (lambda: CONTROLLER(0.0, Q, ZERO, (NAN3, ZERO, ZERO)), "desired q_d: must be finite"),
+    (lambda: jaxmb.vdc.required_forces(CHAIN, *[Y0["q"]] * 4, jnp.eye(6), BAD_WRENCH["F3"]), "F_D_r: must"),
     (lambda: jaxmb.projection.assemble(RPR, {"theta1": math.nan}), "assemble: fixed 'theta1': must"),
     (lambda: jaxmb.mass_matrix(ARM, jnp.zeros(2)), r"q: expected shape \(3,\)"),
     (lambda: jaxmb.Body("b", "F1", 1.0, [0.0, 0.0], np.eye(3)), r"body 'b': com: expected shape"),
@@ -253,7 +331,7 @@ def _ref(t):
 
 TS = jnp.linspace(0.0, 0.1, 3)
 SIM_CASES = [
-    (dict(ts=jnp.array([0.1, 0.05, 0.0])), "ts must be finite and strictly increasing"),
+    (dict(ts=jnp.array([0.1, 0.05, 0.0])), r"strictly increasing \(s\); ts\[0\] = 0.1 is followed"),
     (dict(ts=jnp.array([0.0, 0.0])), "ts must be finite and strictly increasing"),
     (dict(ts=jnp.array([0.0, jnp.nan, 1.0])), "ts must be finite and strictly increasing"),
     (dict(ts=jnp.array([0.0])), "ts must be 1-D with at least 2 times"),
@@ -263,8 +341,19 @@ SIM_CASES = [
     (dict(qd0=jnp.array([0.0, jnp.nan, 0.0])), "qd0: must be finite"),
     (dict(dtmin=-1.0), "dtmin must be > 0"),
     (dict(controller=lambda t, q, qd, d: jnp.zeros(2)), r"controller returns shape \(2,\)"),
-    (dict(reference=lambda t: jnp.zeros((2, 3))), "reference returns shape .*1-D"),
-    (dict(reference=lambda t: jnp.zeros(2)), r"controller fails .*q_d of shape \(2,\)"),
+    (
+        dict(reference=lambda t: jnp.zeros((2, 3))),
+        r"reference returns shape \(2, 3\), expected shape \(3,\)",
+    ),
+    (
+        dict(reference=lambda t: jnp.zeros(2)),
+        r"reference returns shape \(2,\), expected shape \(3,\)",
+    ),
+    (
+        dict(reference=lambda t: jnp.zeros(1)),
+        r"reference returns shape \(1,\), expected shape \(3,\)",
+    ),
+    (dict(controller=lambda t, q, qd, d: d[0][:2] - q), r"controller fails .*q_d of shape \(3,\)"),
     (dict(solver="rk5"), "solver must be one of"),
     (dict(max_steps=0), "max_steps must be >= 1"),
     (dict(fixed_step=-1e-3), "fixed_step must be > 0"),

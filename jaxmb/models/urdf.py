@@ -101,6 +101,13 @@ def _violations(I: np.ndarray, tol: float) -> list[str]:
     return out
 
 
+def _not_physical(msg: str, strict: bool) -> None:
+    """Refuse (``strict``) or warn, the warning pointing at `load_urdf`'s caller."""
+    if strict:
+        raise UrdfError(msg + " (strict=True)")
+    warnings.warn(msg + "; loaded as published", UrdfWarning, stacklevel=4)
+
+
 def _check_tree(doc: Document) -> tuple[dict[str, list], str]:
     """Children of every link and the root link; refuses two parents, self-loops, more or
     fewer than one root, and unreachable links."""
@@ -147,12 +154,13 @@ def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
     for j in doc.joints:
         if j.mimic is None or j.name not in coords:
             continue
-        if j.mimic[0] not in joints:  # urdfdom and Pinocchio load it as an independent joint
+        if j.mimic[0] not in coords:  # urdfdom and Pinocchio load it as an independent joint
+            why = "is not a moving joint" if j.mimic[0] in joints else "does not exist"
             warnings.warn(
-                f"joint {j.name!r} <mimic joint={j.mimic[0]!r}>: no joint of that name; "
+                f"joint {j.name!r} <mimic joint={j.mimic[0]!r}>: that joint {why}; "
                 f"{j.name!r} is kept independent",
                 UrdfWarning,
-                stacklevel=5,
+                stacklevel=4,
             )
             continue
         rule[j.name] = j.mimic
@@ -166,8 +174,6 @@ def _mimic_map(doc: Document, coords: list[str]) -> MimicMap | None:
         where = f"joint {name!r} <mimic joint={target!r}>"
         if target in seen or target == name:
             raise UrdfError(f"{where}: mimic joints form a cycle")
-        if target not in coords:
-            raise UrdfError(f"{where}: the joint it follows is not a moving joint")
         root, a2, b2 = resolve(target, (*seen, name))
         return root, a * a2, a * b2 + b
 
@@ -206,6 +212,14 @@ def load_urdf(
     Warns:
         UrdfWarning: for a non-physical inertia (naming the link and the condition) and for
             joints that move no mass (their Gamma is singular)."""
+    for name, flag in (("mimic", mimic), ("strict", strict)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"load_urdf: {name} must be True or False, got {flag!r}")
+    if not (isinstance(inertia_tolerance, int | float) and 0 <= inertia_tolerance < np.inf):
+        raise ValueError(
+            f"load_urdf: inertia_tolerance must be a finite number >= 0 (kg m^2), got "
+            f"{inertia_tolerance!r}"
+        )
     label, data = _source(path_or_xml)
     try:
         return _build(read_document(data), mimic, strict, inertia_tolerance)
@@ -255,11 +269,10 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
         if inertial.mass < 0:
             raise UrdfError(f"{where}: mass must be >= 0 kg, got {inertial.mass}")
         bad = _violations(inertial.inertia, tol)
+        if inertial.mass == 0 and np.any(inertial.inertia):
+            bad.append("mass > 0 (its mass is 0 but its rotational inertia is not)")
         if bad:
-            msg = f"{where}: inertia violates {' and '.join(bad)}"
-            if strict:
-                raise UrdfError(msg + " (strict=True)")
-            warnings.warn(msg + "; loaded as published", UrdfWarning, stacklevel=4)
+            _not_physical(f"{where}: inertia violates {' and '.join(bad)}", strict)
         frame, T = anchor[link]
         if frame is None or (inertial.mass == 0 and not np.any(inertial.inertia)):
             continue  # welded to the world, or a massless frame
@@ -278,13 +291,14 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
             I += Ik + mk * (d @ d * np.eye(3) - np.outer(d, d))
         I = 0.5 * (I + I.T)
         com_frame = f"{frame}_com" if f"{frame}_com" not in names else None
-        physical = not _violations(I, tol) and m > 0
-        if not physical and len(parts[frame]) > 1:
-            msg = f"link {frame!r}: the composite inertia of the links welded to it is not physical"
-            if strict:
-                raise UrdfError(msg + " (strict=True)")
-            warnings.warn(msg + "; loaded as published", UrdfWarning, stacklevel=3)
-        bodies.append(Body(frame, frame, m, c, I, com_frame, physical=physical))
+        bad = _violations(I, tol) + ([] if m > 0 else ["mass > 0"])
+        if bad and len(parts[frame]) > 1:  # a single part was reported above
+            _not_physical(
+                f"link {frame!r}: the composite inertia of the links welded to it violates "
+                f"{' and '.join(bad)}",
+                strict,
+            )
+        bodies.append(Body(frame, frame, m, c, I, com_frame, physical=not bad))
 
     massless = _massless_joints(frames, bodies)
     coordinate_map = _mimic_map(doc, coords) if mimic else None

@@ -209,7 +209,7 @@ def read_document(data: bytes) -> Document:
     if name is None:
         raise UrdfError("<robot>: has no name attribute")
     version = root.get("version")
-    if version is not None and not re.fullmatch(r"1\.0*", version):
+    if version is not None and not re.fullmatch(r"1\.0+", version):
         raise UrdfError(f"<robot version>: only URDF 1.0 is defined, got {version!r}")
     _unique([m.get("name", "") for m in root.findall("material")], "<material>")
     link_els = root.findall("link")
