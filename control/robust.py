@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from jaxmb.dynamics import bias_forces, inverse_dynamics
-from jaxmb.model import Model, _checked, check_finite
+from jaxmb.model import Model, _checked, check_all_finite
 
 __all__ = ["RobustController", "filtered_error", "sat"]
 
@@ -33,7 +33,9 @@ _DESIRED = ("q_d", "qd_d", "qdd_d")
 
 def filtered_error(Lambda, q, qd, desired):
     r"""$(e, \dot e, s)$ with $s = \dot e + \Lambda e$ (eqs. (14)-(15)), Lambda diagonal as a vector."""
-    q_d, qd_d, _ = (check_finite(x, f"desired {n}") for x, n in zip(desired, _DESIRED, strict=True))
+    q_d, qd_d, _ = check_all_finite(
+        {f"desired {n}": x for n, x in zip(_DESIRED, desired, strict=True)}
+    )
     e = q - q_d
     e_dot = qd - qd_d
     return e, e_dot, e_dot + Lambda * e

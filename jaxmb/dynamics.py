@@ -20,13 +20,14 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import (
+    _check_q,
     augmented_coordinates,
     body_jacobians,
     frame_jacobian,
     frame_transforms,
 )
-from .model import Model, check_finite, finite_inputs, runtime_check
-from .recursive import body_spatial_inertias, crba, rnea
+from .model import Model, check_all_finite, check_finite, finite_inputs, runtime_check
+from .recursive import body_spatial_inertias, unchecked_crba, unchecked_rnea
 from .spatial import skew
 
 __all__ = [
@@ -57,13 +58,13 @@ def _check_method(method: str) -> None:
         raise ValueError(f"method: expected one of {_METHODS}, got {method!r}")
 
 
-def _check_vec(model: Model, x, name: str) -> Array:
+def _check_vec(model: Model, x, name: str, finite: bool = True) -> Array:
     if np.shape(x) != (model.n,):
         raise ValueError(
             f"{name}: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
             f"got {np.shape(x)}"
         )
-    return check_finite(x, name)
+    return check_finite(x, name) if finite else jnp.asarray(x)
 
 
 @finite_inputs
@@ -90,7 +91,7 @@ def mass_matrix(
     if method not in ("crba", "jacobian"):
         raise ValueError(f"method: expected one of ('crba', 'jacobian'), got {method!r}")
     if method == "crba":
-        return crba(model, q)
+        return unchecked_crba(model, _check_q(model, q))
     J = body_jacobians(model, q)  # (nb, 6, n)
     MJ = jnp.einsum("bkl,blj->bkj", spatial_inertias(model), J)
     # sum_i J_i^T (M_i J_i) as one (6 nb) x n contraction
@@ -143,7 +144,8 @@ def bias_forces(
     _check_method(method)
     qd = _check_vec(model, qd, "qd")
     if method == "rnea":
-        return rnea(model, q, qd, jnp.zeros_like(qd), gravity=False)
+        q = _check_q(model, q)
+        return unchecked_rnea(model, q, qd, jnp.zeros_like(qd), gravity=False)
 
     def Gamma(q_):
         return mass_matrix(model, q_)
@@ -183,7 +185,7 @@ def gravity_forces(
         raise ValueError(f"method: expected one of ('jacobian', 'rnea'), got {method!r}")
     if method == "rnea":
         zero = jnp.zeros(model.n, dtype=jnp.result_type(q, model.gravity))
-        return -rnea(model, q, zero, zero, gravity=True)
+        return -unchecked_rnea(model, _check_q(model, q), zero, zero, gravity=True)
     J = body_jacobians(model, q)
     world = frame_transforms(model, augmented_coordinates(model, q))
     Q = jnp.zeros(model.n, dtype=J.dtype)
@@ -236,10 +238,16 @@ def inverse_dynamics(
         wrenches: external wrenches ``{frame name: [moment; force]}`` in that frame, N m and N.
         method: ``"rnea"`` (recursive fast path) or ``"lagrangian"`` (eqs. (9)-(13) literally)."""
     _check_method(method)
-    qd = _check_vec(model, qd, "qd")
-    qdd = _check_vec(model, qdd, "qdd")
-    if method == "rnea":
-        return rnea(model, q, qd, qdd, gravity=True, wrenches=wrenches)
+    if method == "rnea":  # one run-time check for the three inputs
+        q, qd, qdd = check_all_finite(
+            {
+                "q": _check_q(model, q, finite=False),
+                "qd": _check_vec(model, qd, "qd", finite=False),
+                "qdd": _check_vec(model, qdd, "qdd", finite=False),
+            }
+        )
+        return unchecked_rnea(model, q, qd, qdd, gravity=True, wrenches=wrenches)
+    qd, qdd = _check_vec(model, qd, "qd"), _check_vec(model, qdd, "qdd")
     return (
         mass_matrix(model, q) @ qdd
         + bias_forces(model, q, qd)
@@ -263,10 +271,21 @@ def forward_dynamics(
     Raises (through `equinox.error_if`) if Gamma(q) is not positive definite, e.g. at a
     singularity of the coordinate map."""
     _check_method(method)
-    tau = _check_vec(model, tau, "tau")
-    zero = jnp.zeros_like(qd)
-    rest = inverse_dynamics(model, q, qd, zero, wrenches, method=method)  # h - Q_e
-    L = jnp.linalg.cholesky(mass_matrix(model, q))  # NaN entries if Gamma is not SPD
+    if method == "lagrangian":
+        tau = _check_vec(model, tau, "tau")
+        rest = inverse_dynamics(model, q, qd, jnp.zeros_like(qd), wrenches, method=method)
+        Gamma = mass_matrix(model, q)
+    else:  # the recursions on inputs checked once, here, in one run-time check
+        q, qd, tau = check_all_finite(
+            {
+                "q": _check_q(model, q, finite=False),
+                "qd": _check_vec(model, qd, "qd", finite=False),
+                "tau": _check_vec(model, tau, "tau", finite=False),
+            }
+        )
+        rest = unchecked_rnea(model, q, qd, jnp.zeros_like(qd), gravity=True, wrenches=wrenches)
+        Gamma = unchecked_crba(model, q)  # h - Q_e above, Gamma here
+    L = jnp.linalg.cholesky(Gamma)  # NaN entries if Gamma is not SPD
     L = runtime_check(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
     return jsl.cho_solve((L, True), tau - rest)
 
@@ -338,7 +357,9 @@ def regressor(
     nb = len(model.bodies)
     pi0 = jnp.zeros((nb, 10), dtype=jnp.result_type(q, qd, qdd, model.gravity))
 
+    q = _check_q(model, q)
+
     def tau(pi):
-        return rnea(model, q, qd, qdd, inertias=spatial_inertias_from_parameters(pi))
+        return unchecked_rnea(model, q, qd, qdd, inertias=spatial_inertias_from_parameters(pi))
 
     return jax.jacfwd(tau)(pi0).reshape(model.n, nb * 10)

@@ -36,29 +36,36 @@ __all__ = [
 @eqx.filter_jit
 def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " nhat"]:
     r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
-    q = _check_q(model, q)
-    if model.coordinate_map is None:
-        return q
-    return model.coordinate_map(q)
+    return xi(model, _check_q(model, q))
 
 
 @finite_inputs
 @eqx.filter_jit
 def coordinate_map_jacobian(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nhat n"]:
     r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
-    q = _check_q(model, q)
+    return map_jacobian(model, _check_q(model, q))
+
+
+def xi(model: Model, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
+    """`augmented_coordinates` without the input check, for the recursions that have checked
+    ``q`` at their own entry (one check per public call, not one per inner call)."""
+    return q if model.coordinate_map is None else model.coordinate_map(q)
+
+
+def map_jacobian(model: Model, q: Float[Array, " n"]) -> Float[Array, "nhat n"]:
+    """`coordinate_map_jacobian` without the input check (see `xi`)."""
     if model.coordinate_map is None:
         return jnp.eye(model.n, dtype=jnp.result_type(q))
     return jax.jacfwd(model.coordinate_map)(q)
 
 
-def _check_q(model: Model, q) -> Array:
+def _check_q(model: Model, q, finite: bool = True) -> Array:
     if np.shape(q) != (model.n,):
         raise ValueError(
             f"q: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
             f"got {np.shape(q)}"
         )
-    return check_finite(q, "q")
+    return check_finite(q, "q") if finite else jnp.asarray(q)
 
 
 def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
@@ -160,17 +167,19 @@ def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
     (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
     k, com = _resolve(model, frame)
-    qhat = augmented_coordinates(model, q)
+    q = _check_q(model, q)
+    qhat = xi(model, q)
     J = augmented_jacobians(model, qhat)[k]
     if com is not None:  # T_C,B = (I, -com): eq. (7) to the COM frame
         J = adjoint_apply(jnp.eye(3, dtype=J.dtype), -com, J)
-    return J @ coordinate_map_jacobian(model, q)
+    return J @ map_jacobian(model, q)
 
 
 @finite_inputs
 @eqx.filter_jit
 def body_jacobians(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb 6 n"]:
     r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""
-    qhat = augmented_coordinates(model, q)
+    q = _check_q(model, q)
+    qhat = xi(model, q)
     Jhat = augmented_jacobians(model, qhat)[jnp.asarray(model.body_frame_index, dtype=int)]
-    return Jhat @ coordinate_map_jacobian(model, q)
+    return Jhat @ map_jacobian(model, q)

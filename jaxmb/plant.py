@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 
 from .dynamics import forward_dynamics, gravity_forces
 from .hydraulics import BAR, HydraulicActuator
-from .model import Model, _checked, check_finite
+from .model import Model, _checked, check_all_finite
 
 __all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events", "events_summary"]
 
@@ -36,15 +36,14 @@ __all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events"
 def _finite_state(y: dict, command):
     """The plant state and the command, refused (`check_finite`) where NaN or inf: a NaN
     pressure or command would otherwise flow through the vector field into the solution."""
-    y = {
-        "q": check_finite(y["q"], "q"),
-        "qd": check_finite(y["qd"], "qd"),
-        "actuators": {
-            a: {k: check_finite(v, f"actuator {a!r} state {k!r}") for k, v in s.items()}
-            for a, s in y["actuators"].items()
-        },
+    fields = {"q": y["q"], "qd": y["qd"], "command": command}
+    for a, s in y["actuators"].items():
+        fields.update({f"actuator {a!r} state {k!r}": v for k, v in s.items()})
+    checked = dict(zip(fields, check_all_finite(fields), strict=True))  # one run-time check
+    actuators = {
+        a: {k: checked[f"actuator {a!r} state {k!r}"] for k in s} for a, s in y["actuators"].items()
     }
-    return y, check_finite(command, "command")
+    return {"q": checked["q"], "qd": checked["qd"], "actuators": actuators}, checked["command"]
 
 
 class AbstractPlant(eqx.Module):

@@ -34,7 +34,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .dynamics import inverse_dynamics, mass_matrix
 from .kinematics import frame_pose
-from .model import Model, check_finite, finite_inputs
+from .model import Model, check_all_finite, check_finite, finite_inputs
 from .pseudo_inverse import ATOL, pinv
 
 __all__ = [
@@ -172,13 +172,18 @@ def _phi(system: ConstrainedSystem, q):
     return c(system.model, q) if isinstance(c, AbstractConstraint) else c(q)
 
 
-def _vec(system: ConstrainedSystem, x, name: str) -> Array:
+def _vec(system: ConstrainedSystem, x, name: str, finite: bool = True) -> Array:
     x = jnp.asarray(x, dtype=system.model.gravity.dtype)
     if x.shape != (system.n,):
         raise ValueError(
             f"{name}: expected shape ({system.n},) for coordinates {system.coordinate_names}, got {x.shape}"
         )
-    return check_finite(x, name)
+    return check_finite(x, name) if finite else x
+
+
+def _vecs(system: ConstrainedSystem, **xs) -> tuple:
+    """`_vec` of several fields with one run-time finiteness check (`check_all_finite`)."""
+    return check_all_finite({n: _vec(system, x, n, finite=False) for n, x in xs.items()})
 
 
 def _pinv(system: ConstrainedSystem, a):
@@ -210,7 +215,7 @@ def constraint_bias(
     acceleration constraint $A\ddot q + \dot A\dot q = 0$ (after Aghili (2005) eq. (15)).
 
     Two nested JVPs: no Jacobian tensor is formed."""
-    q, qd = _vec(system, q, "q"), _vec(system, qd, "qd")
+    q, qd = _vecs(system, q=q, qd=qd)
 
     def velocity(q_):
         return jax.jvp(lambda x: _phi(system, x), (q_,), (qd,))[1]  # A(q) qd
@@ -256,7 +261,7 @@ def projected_terms(
     wrenches: Mapping[str, Array] | None = None,
 ) -> ProjectedTerms:
     """Everything eqs. (15)-(32) need at ``(q, qd)``, computed once."""
-    q, qd = _vec(system, q, "q"), _vec(system, qd, "qd")
+    q, qd = _vecs(system, q=q, qd=qd)
     model = system.model
     A = constraint_jacobian(system, q)
     A_pinv = _pinv(system, A)
@@ -450,7 +455,7 @@ def correct(
 
     Returns ``(q, qd, moved)``; ``moved`` says whether anything was corrected. Within tolerance
     the state is returned unchanged (so a simulation that does not drift is not perturbed)."""
-    q, qd = _vec(system, q, "q"), _vec(system, qd, "qd")
+    q, qd = _vecs(system, q=q, qd=qd)
 
     def needs(q, qd):
         A = constraint_jacobian(system, q)

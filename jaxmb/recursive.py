@@ -21,11 +21,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import (
+    _check_q,
     _resolve,
-    augmented_coordinates,
-    coordinate_map_jacobian,
     local_transforms,
+    map_jacobian,
     motion_subspace,
+    xi,
 )
 from .model import Model, check_finite
 from .spatial import (
@@ -177,10 +178,15 @@ def _assemble(entries: dict, shape: tuple[int, int], dtype) -> Array:
 
 def crba(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
     r"""$\Gamma = E^\top \hat\Gamma(\Xi(q)) E$ (DESIGN.md fast path for eq. (10))."""
-    H = crba_augmented(model, augmented_coordinates(model, q))
+    return unchecked_crba(model, _check_q(model, q))
+
+
+def unchecked_crba(model: Model, q: Float[Array, " n"]) -> Float[Array, "n n"]:
+    """`crba` for a ``q`` already checked by the caller."""
+    H = crba_augmented(model, xi(model, q))
     if model.coordinate_map is None:
         return H
-    E = coordinate_map_jacobian(model, q)
+    E = map_jacobian(model, q)
     return E.T @ H @ E
 
 
@@ -258,8 +264,24 @@ def rnea(
 ) -> Float[Array, " n"]:
     r"""$Q_a = \Gamma \ddot q + h - Q_e$ in minimal coordinates by RNEA on the augmented tree:
     $E^\top \hat\tau(\Xi(q), E\dot q, E\ddot q + \dot E \dot q)$ (see the module docstring)."""
+    q = _check_q(model, q)
+    qd, qdd = check_finite(qd, "qd"), check_finite(qdd, "qdd")
+    return unchecked_rnea(model, q, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias)
+
+
+def unchecked_rnea(
+    model: Model,
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    qdd: Float[Array, " n"],
+    *,
+    gravity: bool = True,
+    wrenches: Mapping[str, Array] | None = None,
+    inertias: Float[Array, "nb 6 6"] | None = None,
+) -> Float[Array, " n"]:
+    """`rnea` for ``q, qd, qdd`` already checked by the caller (wrenches are checked here)."""
     q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
-    qhat = augmented_coordinates(model, q)
+    qhat = xi(model, q)
     if model.coordinate_map is None:
         return rnea_augmented(
             model, qhat, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias
