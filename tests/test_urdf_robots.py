@@ -169,7 +169,9 @@ def test_mimic_joints_are_coupled(path):
     if any("move no mass" in m for m in messages):
         assert "not positive definite" in a  # said at load, refused at forward dynamics
     else:  # Pinocchio's ABA has no mimic joints: solve its reduced Gamma
-        a_ref = np.linalg.solve(M_ref, tau - E.T @ P.T @ (h_ref - g_ref))
+        a_ref = np.linalg.solve(
+            M_ref, tau - E.T @ P.T @ (h_ref + g_ref)
+        )  # Pinocchio: M a + nle = tau
         _close(a, a_ref, "forward dynamics", np.linalg.cond(M))
 
 
