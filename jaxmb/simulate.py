@@ -446,9 +446,11 @@ def simulate(
             `AbstractStatefulController` carries its own state, integrated with the plant's;
             a `CommandTable` replays logged commands open loop.
         reference: ``q_d(t)``; its derivatives come by autodiff (`desired_state`). None for an
-            open-loop replay (``desired`` is then three empty arrays). It must return shape
-            ``(n,)``, or ``(controller.reference_size,)`` for a controller that tracks task
-            coordinates (`jaxmb.control.ProjectedInverseDynamics`).
+            open-loop replay (``desired`` is then three empty arrays). It returns a 1-D array:
+            ``(n,)``, or the desired values of the coordinates the controller tracks, exactly
+            ``(controller.reference_size,)`` where the controller declares it
+            (`jaxmb.control.ProjectedInverseDynamics`); a single value for several
+            coordinates is refused (it would broadcast).
         disturbance: external wrenches and generalized forces on the plant.
         solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
             order: cheaper when steps are stability-limited, as with a thin boundary layer
@@ -552,17 +554,21 @@ def simulate(
 
     if reference is not None:  # what the reference returns, before anything is integrated
         out = jax.eval_shape(reference, ts[0])
-        # q_d of the coordinates, or of the task coordinates a controller declares it tracks
-        size = getattr(controller, "reference_size", n)
-        if getattr(out, "shape", None) != (size,):
-            what = (
-                f"q_d for {plant.coordinate_names}"
-                if size == n and not hasattr(controller, "reference_size")
-                else f"the {size} task coordinates {type(controller).__name__} tracks"
-            )
+        shape = getattr(out, "shape", None)
+        # q_d of the coordinates, or of the coordinates the controller tracks: a controller
+        # that declares reference_size gets exactly that; otherwise any 1-D array but a
+        # single value for several coordinates (it would broadcast silently)
+        size = getattr(controller, "reference_size", None)
+        if size is not None and shape != (size,):
             raise ValueError(
                 f"simulate: the reference returns {_shape_of(out)}, expected shape ({size},): "
-                f"{what}"
+                f"the {size} coordinates {type(controller).__name__} tracks"
+            )
+        if size is None and (shape is None or len(shape) != 1 or (shape == (1,) and n > 1)):
+            raise ValueError(
+                f"simulate: the reference returns {_shape_of(out)}, expected shape ({n},) (q_d "
+                f"for {plant.coordinate_names}) or the 1-D desired values of the coordinates "
+                "the controller tracks (declare them with a reference_size attribute)"
             )
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     if isinstance(solver, RK4) and fixed_step is None:

@@ -346,8 +346,8 @@ SIM_CASES = [
         r"reference returns shape \(2, 3\), expected shape \(3,\)",
     ),
     (
-        dict(reference=lambda t: jnp.zeros(2)),
-        r"reference returns shape \(2,\), expected shape \(3,\)",
+        dict(reference=lambda t: jnp.zeros(2)),  # the controller needs q_d of 3
+        r"controller fails .*q_d of shape \(2,\)",
     ),
     (
         dict(reference=lambda t: jnp.zeros(1)),
