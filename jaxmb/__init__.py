@@ -13,6 +13,7 @@ from . import vdc as vdc
 from .dynamics import bias_forces as bias_forces
 from .dynamics import body_mass_matrices as body_mass_matrices
 from .dynamics import coriolis_matrix as coriolis_matrix
+from .dynamics import dynamics_terms as dynamics_terms
 from .dynamics import external_forces as external_forces
 from .dynamics import forward_dynamics as forward_dynamics
 from .dynamics import gravity_forces as gravity_forces
@@ -38,7 +39,8 @@ from .model import replace_body as replace_body
 from .model import replace_placement as replace_placement
 from .models import load_urdf as load_urdf
 from .projection import ConstrainedSystem as ConstrainedSystem
-from .recursive import crba as crba
-from .recursive import rnea as rnea
+from .terms import DynamicsTerms as DynamicsTerms
+from .terms import crba as crba
+from .terms import rnea as rnea
 
 __version__ = "0.1.0"

@@ -5,9 +5,11 @@ eqs. (8)-(13)):
 
 with ``h`` Coriolis/centrifugal only and ``Q_e`` gravity plus external wrenches (eq. (11)).
 
-Every function here is the definition in the paper. Inverse and forward dynamics default to the
-recursive fast path of `jaxmb.recursive` (``method="rnea"``); ``method="lagrangian"`` evaluates
-the definitions instead, and the tests check that both agree to round-off.
+Every function here is the definition in the paper. The mass matrix, bias forces and inverse and
+forward dynamics default to the recursive fast paths of `jaxmb.terms` (one kinematic pass per
+state; unrolled loops or `jax.lax.scan` sweeps by size; ABA or a Cholesky solve by size);
+``method="lagrangian"`` / ``"jacobian"`` evaluate the definitions instead, and the tests check
+that both agree to round-off. `dynamics_terms` returns every term of one state from one pass.
 """
 
 from collections.abc import Mapping
@@ -27,8 +29,9 @@ from .kinematics import (
     frame_transforms,
 )
 from .model import Model, check_all_finite, check_finite, finite_inputs, runtime_check
-from .recursive import body_spatial_inertias, unchecked_crba, unchecked_rnea
+from .recursive import body_spatial_inertias
 from .spatial import skew
+from .terms import DynamicsTerms, unchecked_crba, unchecked_forward, unchecked_rnea, unchecked_terms
 
 __all__ = [
     "spatial_inertias",
@@ -43,6 +46,7 @@ __all__ = [
     "external_forces",
     "inverse_dynamics",
     "forward_dynamics",
+    "dynamics_terms",
     "inertial_parameters",
     "spatial_inertias_from_parameters",
     "regressor",
@@ -134,13 +138,14 @@ def bias_forces(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     *,
-    method: str = "lagrangian",
+    method: str = "rnea",
 ) -> Float[Array, " n"]:
     r"""Coriolis/centrifugal forces $h = \dot\Gamma \dot q - \tfrac12 \nabla_q(\dot q^\top \Gamma \dot q)$
     (Dastranj & Mattila (2026) eqs. (12)-(13)); no gravity.
 
-    ``method="lagrangian"`` (default) differentiates the kinetic energy, exactly eq. (13);
-    ``method="rnea"`` takes the recursive fast path (`jaxmb.recursive.rnea` with qdd = 0)."""
+    ``method="rnea"`` (default) takes the recursive fast path (`jaxmb.terms.rnea` with
+    qdd = 0 and no gravity); ``method="lagrangian"`` differentiates the kinetic energy, exactly
+    eq. (13) (O(n^3) work and a compile time that grows with n: for checking)."""
     _check_method(method)
     qd = _check_vec(model, qd, "qd")
     if method == "rnea":
@@ -250,9 +255,12 @@ def inverse_dynamics(
     qd, qdd = _check_vec(model, qd, "qd"), _check_vec(model, qdd, "qdd")
     return (
         mass_matrix(model, q) @ qdd
-        + bias_forces(model, q, qd)
+        + bias_forces(model, q, qd, method="lagrangian")
         - external_forces(model, q, wrenches)
     )
+
+
+_FORWARD_METHODS = ("auto", "rnea", "cholesky", "aba", "udut", "lagrangian")
 
 
 @finite_inputs
@@ -264,30 +272,65 @@ def forward_dynamics(
     tau: Float[ArrayLike, " n"],
     wrenches: Mapping[str, Array] | None = None,
     *,
-    method: str = "rnea",
+    method: str = "auto",
 ) -> Float[Array, " n"]:
-    r"""$\ddot q = \Gamma^{-1}(Q_e + Q_a - h)$ (eq. (13)) by a Cholesky solve; ``tau`` is $Q_a$.
+    r"""$\ddot q = \Gamma^{-1}(Q_e + Q_a - h)$ (eq. (13)); ``tau`` is $Q_a$.
+
+    Args:
+        method: ``"auto"`` (default; ``"rnea"`` is the same) takes one kinematic pass and solves
+            by the articulated-body algorithm for large trees, by a Cholesky factor of Gamma
+            otherwise (`jaxmb.terms.solver`); ``"cholesky"`` and ``"aba"`` force one of them;
+            ``"udut"`` solves by the module-level factorisation of `jaxmb.udut` (tree models);
+            ``"lagrangian"`` evaluates eqs. (9)-(13) literally.
 
     Raises (through `equinox.error_if`) if Gamma(q) is not positive definite, e.g. at a
     singularity of the coordinate map."""
-    _check_method(method)
+    if method not in _FORWARD_METHODS:
+        raise ValueError(f"method: expected one of {_FORWARD_METHODS}, got {method!r}")
     if method == "lagrangian":
         tau = _check_vec(model, tau, "tau")
         rest = inverse_dynamics(model, q, qd, jnp.zeros_like(qd), wrenches, method=method)
-        Gamma = mass_matrix(model, q)
-    else:  # the recursions on inputs checked once, here, in one run-time check
-        q, qd, tau = check_all_finite(
-            {
-                "q": _check_q(model, q, finite=False),
-                "qd": _check_vec(model, qd, "qd", finite=False),
-                "tau": _check_vec(model, tau, "tau", finite=False),
-            }
-        )
-        rest = unchecked_rnea(model, q, qd, jnp.zeros_like(qd), gravity=True, wrenches=wrenches)
-        Gamma = unchecked_crba(model, q)  # h - Q_e above, Gamma here
+        return _cholesky(mass_matrix(model, q, method="jacobian"), tau - rest)
+    q, qd, tau = check_all_finite(  # the recursions on inputs checked once, in one check
+        {
+            "q": _check_q(model, q, finite=False),
+            "qd": _check_vec(model, qd, "qd", finite=False),
+            "tau": _check_vec(model, tau, "tau", finite=False),
+        }
+    )
+    if method == "udut":
+        from .udut import udut_forward_dynamics
+
+        return udut_forward_dynamics(model, q, qd, tau, wrenches)
+    solve = {"auto": "auto", "rnea": "auto", "cholesky": "cholesky", "aba": "aba"}[method]
+    return unchecked_forward(model, q, qd, tau, wrenches, solve=solve)
+
+
+def _cholesky(Gamma, rhs):
     L = jnp.linalg.cholesky(Gamma)  # NaN entries if Gamma is not SPD
     L = runtime_check(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
-    return jsl.cho_solve((L, True), tau - rest)
+    return jsl.cho_solve((L, True), rhs)
+
+
+@finite_inputs
+@eqx.filter_jit
+def dynamics_terms(
+    model: Model,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    wrenches: Mapping[str, Array] | None = None,
+) -> DynamicsTerms:
+    r"""Every term of eq. (13) at one state from one kinematic pass: Gamma, h, $Q_g$ and the
+    wrenches' $Q_w$ (`jaxmb.terms.DynamicsTerms`; its ``forward`` and ``inverse`` methods solve
+    and evaluate eq. (13) without another pass). The counterpart of Pinocchio's
+    ``computeAllTerms`` for a controller or an analysis that needs several terms at once."""
+    q, qd = check_all_finite(
+        {
+            "q": _check_q(model, q, finite=False),
+            "qd": _check_vec(model, qd, "qd", finite=False),
+        }
+    )
+    return unchecked_terms(model, q, qd, wrenches)
 
 
 def inertial_parameters(model: Model) -> Float[Array, "nb 10"]:

@@ -11,22 +11,23 @@ the form DESIGN.md names for fast paths (``Gamma = E^T Gamma_hat E``,
 coordinates with twists [omega; v] (Lynch & Park, the kinematics reference [12] of Dastranj &
 Mattila (2026)); it is O(n) where autodiff of the kinetic energy (eqs. (12)-(13)) is O(n^3).
 `jaxmb.dynamics` keeps the definition, and the tests check that both agree.
+
+The loops run over the frames in Python, so they unroll at trace time: the fastest code for small
+trees, and a program (and compile time) that grows with n. `jaxmb.terms` chooses between them and
+the `jax.lax.scan` sweeps of `jaxmb.tree_dynamics` by size; `jaxmb.terms.crba` and
+`jaxmb.terms.rnea` are the minimal-coordinate entry points.
 """
 
 from collections.abc import Mapping
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import (
-    _check_q,
     _resolve,
     local_transforms,
-    map_jacobian,
     motion_subspace,
-    xi,
 )
 from .model import Model, check_finite
 from .spatial import (
@@ -39,7 +40,7 @@ from .spatial import (
     spatial_inertia,
 )
 
-__all__ = ["body_spatial_inertias", "rnea_augmented", "rnea", "crba_augmented", "crba"]
+__all__ = ["body_spatial_inertias", "rnea_augmented", "crba_augmented"]
 
 
 def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
@@ -176,20 +177,6 @@ def _assemble(entries: dict, shape: tuple[int, int], dtype) -> Array:
     return jnp.stack(rows)
 
 
-def crba(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "n n"]:
-    r"""$\Gamma = E^\top \hat\Gamma(\Xi(q)) E$ (DESIGN.md fast path for eq. (10))."""
-    return unchecked_crba(model, _check_q(model, q))
-
-
-def unchecked_crba(model: Model, q: Float[Array, " n"]) -> Float[Array, "n n"]:
-    """`crba` for a ``q`` already checked by the caller."""
-    H = crba_augmented(model, xi(model, q))
-    if model.coordinate_map is None:
-        return H
-    E = map_jacobian(model, q)
-    return E.T @ H @ E
-
-
 def rnea_augmented(
     model: Model,
     qhat: Float[ArrayLike, " nhat"],
@@ -250,51 +237,3 @@ def rnea_augmented(
             R, p = T_inv[k]
             F[parent] = F[parent] + adjoint_transpose_apply(R, p, F[k])
     return _assemble(tau, (model.n_augmented, 1), dtype)[:, 0]
-
-
-def rnea(
-    model: Model,
-    q: Float[ArrayLike, " n"],
-    qd: Float[ArrayLike, " n"],
-    qdd: Float[ArrayLike, " n"],
-    *,
-    gravity: bool = True,
-    wrenches: Mapping[str, Array] | None = None,
-    inertias: Float[Array, "nb 6 6"] | None = None,
-) -> Float[Array, " n"]:
-    r"""$Q_a = \Gamma \ddot q + h - Q_e$ in minimal coordinates by RNEA on the augmented tree:
-    $E^\top \hat\tau(\Xi(q), E\dot q, E\ddot q + \dot E \dot q)$ (see the module docstring)."""
-    q = _check_q(model, q)
-    qd, qdd = check_finite(qd, "qd"), check_finite(qdd, "qdd")
-    return unchecked_rnea(model, q, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias)
-
-
-def unchecked_rnea(
-    model: Model,
-    q: Float[Array, " n"],
-    qd: Float[Array, " n"],
-    qdd: Float[Array, " n"],
-    *,
-    gravity: bool = True,
-    wrenches: Mapping[str, Array] | None = None,
-    inertias: Float[Array, "nb 6 6"] | None = None,
-) -> Float[Array, " n"]:
-    """`rnea` for ``q, qd, qdd`` already checked by the caller (wrenches are checked here)."""
-    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
-    qhat = xi(model, q)
-    if model.coordinate_map is None:
-        return rnea_augmented(
-            model, qhat, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias
-        )
-    Xi = model.coordinate_map
-
-    def velocity(q_):
-        return jax.jvp(Xi, (q_,), (qd,))[1]  # E(q) qd
-
-    qhatd, Edot_qd = jax.jvp(velocity, (q,), (qd,))  # d/dt (E qd) at fixed qd = Edot qd
-    qhatdd = jax.jvp(Xi, (q,), (qdd,))[1] + Edot_qd
-    tau_hat = rnea_augmented(
-        model, qhat, qhatd, qhatdd, gravity=gravity, wrenches=wrenches, inertias=inertias
-    )
-    _, pullback = jax.vjp(Xi, q)
-    return pullback(tau_hat)[0]  # E^T tau_hat
