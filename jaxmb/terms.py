@@ -51,6 +51,7 @@ __all__ = [
     "unchecked_crba",
     "unchecked_rnea",
     "unchecked_forward",
+    "gamma_and_rest",
     "crba",
     "rnea",
 ]
@@ -213,6 +214,18 @@ def unchecked_forward(
     if solver(model, solve) == "aba":
         kin = tree_kinematics(model, state.qhat, state.qhatd, gravity=False)
         return aba(model, state, kin, tau, W)
+    Gamma, rest = gamma_and_rest(model, state, wrenches, choice=choice)
+    return _cholesky_solve(Gamma, tau - rest)
+
+
+def gamma_and_rest(
+    model: Model,
+    state: AugmentedState,
+    wrenches: Mapping[str, Array] | None = None,
+    *,
+    choice: str = "auto",
+) -> tuple[Float[Array, "n n"], Float[Array, " n"]]:
+    r"""Gamma and $h - Q_e$ (gravity and wrenches) from one pass, for a dense solve."""
     if recursion(model, choice) == "unrolled":
         Gamma_hat = crba_augmented(model, state.qhat)
         rest = rnea_augmented(
@@ -220,10 +233,10 @@ def unchecked_forward(
         )
     else:
         kin = tree_kinematics(model, state.qhat, state.qhatd, state.Edot_qd, gravity=True)
-        forces = tree_forces(model, kin, W)
+        forces = tree_forces(model, kin, _frame_wrenches(model, wrenches))
         Gamma_hat = crba_world(model, kin, forces)
         rest = joint_forces(model, kin, forces.F - forces.W)  # h - Q_e on the tree
-    return _cholesky_solve(_gamma(state, Gamma_hat), tau - state.pull(rest))
+    return _gamma(state, Gamma_hat), state.pull(rest)
 
 
 def crba(model: Model, q: Float[ArrayLike, " n"], *, choice: str = "auto") -> Float[Array, "n n"]:

@@ -104,7 +104,8 @@ def frame_inertias(model: Model, dtype, inertias: Float[Array, "nb 6 6"] | None 
     Ic = jnp.stack([b.inertia for b in model.bodies]).astype(dtype)
     # parallel axes: I_O = I_C + m ((c.c) I - c c^T)
     I_O = Ic + mb[:, None, None] * (
-        jnp.sum(c * c, -1)[:, None, None] * jnp.eye(3, dtype=dtype) - c[:, :, None] * c[:, None, :]
+        jnp.sum(c * c, -1)[:, None, None] * jnp.eye(3, dtype=dtype)[None]
+        - c[:, :, None] * c[:, None, :]
     )
     return m.at[idx].add(mb), h.at[idx].add(mb[:, None] * c), I.at[idx].add(I_O)
 
