@@ -108,3 +108,39 @@ def test_frame_pose_and_jacobian_match_pinocchio(tree):
         J_ref = pin.getFrameJacobian(pm, pd, fid, pin.ReferenceFrame.LOCAL)  # [v; omega]
         J = np.asarray(jaxmb.frame_jacobian(model, q, frame))[:, perm]
         np.testing.assert_allclose(J, np.vstack([J_ref[3:], J_ref[:3]]), atol=1e-12)
+
+
+LARGE = [
+    pytest.param(dict(n=100, seed=21), id="serial100-prismatic-fixed"),
+    pytest.param(dict(n=100, seed=22, branching=True), id="branching100-prismatic-fixed"),
+    pytest.param(dict(n=60, seed=23, branching=True, prismatic_every=2), id="branching60"),
+]
+
+
+@pytest.mark.parametrize("kw", LARGE)
+def test_large_trees_match_pinocchio(kw):
+    """Trees of up to 100 bodies (and their fixed links), on the default paths: the scan sweeps
+    for the mass matrix, bias forces, gravity and inverse dynamics, ABA for forward dynamics."""
+    xml = random_tree_urdf(**kw)
+    model = jaxmb.load_urdf(xml)
+    assert jaxmb.terms.recursion(model) == "scan" and jaxmb.terms.solver(model) == "aba"
+    pm = pin.buildModelFromXML(xml)
+    pd = pm.createData()
+    names = [pm.names[i] for i in range(1, pm.njoints)]
+    perm = np.array([model.coordinate_names.index(nm) for nm in names])
+    rng = np.random.default_rng(5)
+    q, qd, qdd, tau = rng.normal(size=(4, model.n))
+    qp, qdp, qddp, taup = q[perm], qd[perm], qdd[perm], tau[perm]
+    M_ref = pin.crba(pm, pd, qp)
+    M_ref = np.triu(M_ref) + np.triu(M_ref, 1).T
+    close(np.asarray(mass_matrix(model, q))[np.ix_(perm, perm)], M_ref)
+    close(np.asarray(inverse_dynamics(model, q, qd, qdd))[perm], pin.rnea(pm, pd, qp, qdp, qddp))
+    g_ref = pin.computeGeneralizedGravity(pm, pd, qp)
+    close(-np.asarray(gravity_forces(model, q, method="rnea"))[perm], g_ref)
+    h_ref = pin.nonLinearEffects(pm, pd, qp, qdp) - g_ref
+    close(np.asarray(jaxmb.bias_forces(model, q, qd))[perm], h_ref)
+    a_ref = pin.aba(pm, pd, qp, qdp, taup)
+    # forward dynamics: Gamma's conditioning (1e6 on these chains) scales the round-off
+    cond = np.linalg.cond(M_ref)
+    ours = np.asarray(forward_dynamics(model, q, qd, tau))[perm]
+    np.testing.assert_allclose(ours, a_ref, rtol=0, atol=1e-14 * cond * np.abs(a_ref).max())
