@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .model import Model
+from .model import Model, runtime_check
 from .tree import scan_down, tree_of
 from .tree_dynamics import (
     AugmentedState,
@@ -188,15 +188,22 @@ def aba(
         ]
 
     if state.E is None:
-        return solve(tau, pA, c, a0)
+        return _checked(solve(tau, pA, c, a0), art)
     E = state.E
     EtE = E.T @ E
     x0 = solve(E @ jnp.linalg.solve(EtE, tau), pA, c, a0)
     if E.shape[0] == E.shape[1]:  # a square map (a change of coordinates): no constraint
-        return jnp.linalg.solve(E, x0 - state.Edot_qd)
+        return _checked(jnp.linalg.solve(E, x0 - state.Edot_qd), art)
     A_T = _null_complement(E)
     zero_pA, zero_c, zero_a = jnp.zeros_like(pA), jnp.zeros_like(c), jnp.zeros_like(a0)
     Y = jax.vmap(lambda col: solve(col, zero_pA, zero_c, zero_a), in_axes=1, out_axes=1)(A_T)
     lam = -jnp.linalg.solve(A_T.T @ Y, A_T.T @ (x0 - state.Edot_qd))
     qhatdd = x0 + Y @ lam
-    return jnp.linalg.solve(EtE, E.T @ (qhatdd - state.Edot_qd))
+    return _checked(jnp.linalg.solve(EtE, E.T @ (qhatdd - state.Edot_qd)), art)
+
+
+def _checked(qdd: Float[Array, " n"], art: ArticulatedInertias) -> Float[Array, " n"]:
+    """Gamma_hat is positive definite exactly when every articulated joint inertia D_k is
+    positive; a joint that moves no mass (D_k = 0) or a singular map is an error, never NaN."""
+    bad = ~(jnp.all(art.D > 0) & jnp.all(jnp.isfinite(qdd)))
+    return runtime_check(qdd, bad, "Gamma(q) is not positive definite at this q")
