@@ -33,7 +33,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .model import Model, runtime_check
-from .tree import scan_down, tree_of
+from .tree import scan_down, sweep_up, tree_of
 from .tree_dynamics import (
     AugmentedState,
     TreeKinematics,
@@ -70,63 +70,55 @@ class ArticulatedInertias(eqx.Module):
     Ia: Float[Array, "nf 6 6"]
 
 
-def _sweep_up(model: Model, step, init, xs):
-    """Children before parents: ``step(own + from_children, x_k) -> (to_parent, y_k)``."""
-    tree = tree_of(model)
-    nf = len(model.frames)
-    table = jax.tree.map(
-        lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)]), init
-    )
-
-    def body(table, kx):
-        k, parent, x = kx
-        up, y = step(jax.tree.map(lambda t: t[k], table), x)
-        return jax.tree.map(lambda t, u: t.at[parent].add(u), table, up), y
-
-    parents = jnp.asarray(tree.parent)
-    return jax.lax.scan(body, table, (jnp.arange(nf), parents, xs), reverse=True)[1]
-
-
 def _moving(model: Model, dtype) -> Float[Array, " nf"]:
     return jnp.asarray([c >= 0 for c in model.coordinate_index], dtype)
 
 
-def articulated_inertias(model: Model, kin: TreeKinematics) -> ArticulatedInertias:
-    """The backward sweep's inertia part (Featherstone 2008, Table 7.1)."""
-    dtype = kin.s.dtype
-    moving = _moving(model, dtype)
-    I0 = jax.vmap(_spatial_matrix)(kin.inertia)
-
-    def step(IA, x):
-        s, mv = x
-        U = IA @ s
-        D = jnp.where(mv > 0, s @ U, 1.0)  # fixed frames: s = 0, U = 0, pass IA on unchanged
-        Ia = IA - jnp.outer(U, U) / D
-        return Ia, (U, D, Ia)
-
-    U, D, Ia = _sweep_up(model, step, I0, (kin.s, moving))
-    return ArticulatedInertias(U, D, Ia)
-
-
-def aba_accelerations(
+def articulated_inertias(
     model: Model,
     kin: TreeKinematics,
-    art: ArticulatedInertias,
     tau: Float[Array, " nf"],
     pA: Float[Array, "nf 6"],
     c: Float[Array, "nf 6"],
-    a0: Float[Array, "6"],
-) -> Float[Array, " nf"]:
-    """Joint accelerations of every frame: the backward sweep's bias part, then the forward
-    sweep (Featherstone 2008, Table 7.1). Affine in ``(tau, pA, c, a0)``."""
-    tree = tree_of(model)
+) -> tuple[ArticulatedInertias, Float[Array, " nf"]]:
+    """The backward sweep (Featherstone 2008, Table 7.1): articulated inertias and, in the same
+    pass, the bias wrenches of one right-hand side; returns them and ``u``."""
+    moving = _moving(model, kin.s.dtype)
+    I0 = jax.vmap(_spatial_matrix)(kin.inertia)
+
+    def step(acc, x):
+        IA, p = acc
+        s, mv, t, ck = x
+        U = IA @ s
+        D = jnp.where(mv > 0, s @ U, 1.0)  # fixed frames: s = 0, U = 0, pass IA on unchanged
+        Ia = IA - jnp.outer(U, U) / D
+        u = t - s @ p
+        return (Ia, p + Ia @ ck + U * (u / D)), (U, D, Ia, u)
+
+    U, D, Ia, u = sweep_up(tree_of(model), step, (I0, pA), (kin.s, moving, tau, c))
+    return ArticulatedInertias(U, D, Ia), u
+
+
+def _bias_sweep(model, kin, art: ArticulatedInertias, tau, pA, c) -> Float[Array, " nf"]:
+    """The backward sweep's bias part alone, for a further right-hand side."""
 
     def up(p, x):
         U, D, Ia, s, t, ck = x
         u = t - s @ p
         return p + Ia @ ck + U * (u / D), u
 
-    u = _sweep_up(model, up, pA, (art.U, art.D, art.Ia, kin.s, tau, c))
+    return sweep_up(tree_of(model), up, pA, (art.U, art.D, art.Ia, kin.s, tau, c))
+
+
+def aba_accelerations(
+    model: Model,
+    kin: TreeKinematics,
+    art: ArticulatedInertias,
+    u: Float[Array, " nf"],
+    c: Float[Array, "nf 6"],
+    a0: Float[Array, "6"],
+) -> Float[Array, " nf"]:
+    """Joint accelerations of every frame: the forward sweep (Featherstone 2008, Table 7.1)."""
 
     def down(a_parent, x):
         U, D, s, ck, uk = x
@@ -134,7 +126,7 @@ def aba_accelerations(
         qdd = (uk - U @ a) / D
         return a + s * qdd, qdd
 
-    return scan_down(tree, down, a0, (art.U, art.D, kin.s, c, u))
+    return scan_down(tree_of(model), down, a0, (art.U, art.D, kin.s, c, u))
 
 
 def _tree_rhs(model: Model, kin: TreeKinematics, qhatd, wrenches):
@@ -177,29 +169,29 @@ def aba(
             "joint of the tree; use method='crba'"
         )
     dtype = kin.s.dtype
-    art = articulated_inertias(model, kin)
     pA, c = _tree_rhs(model, kin, state.qhatd, wrenches)
     a0 = _gravity_acceleration(model, dtype)
     frames = tree.coordinate_frames
-
-    def solve(tau_hat, pA, c, a0):
-        return aba_accelerations(model, kin, art, _per_frame(model, tau_hat, dtype), pA, c, a0)[
-            frames
-        ]
-
-    if state.E is None:
-        return _checked(solve(tau, pA, c, a0), art)
     E = state.E
-    EtE = E.T @ E
-    x0 = solve(E @ jnp.linalg.solve(EtE, tau), pA, c, a0)
+    # the tree's right-hand side: Q_a itself, or a tau* with E^T tau* = Q_a through the map
+    tau_hat = tau if E is None else E @ jnp.linalg.solve(E.T @ E, tau)
+    art, u = articulated_inertias(model, kin, _per_frame(model, tau_hat, dtype), pA, c)
+    x0 = aba_accelerations(model, kin, art, u, c, a0)[frames]
+    if E is None:
+        return _checked(x0, art)
     if E.shape[0] == E.shape[1]:  # a square map (a change of coordinates): no constraint
         return _checked(jnp.linalg.solve(E, x0 - state.Edot_qd), art)
     A_T = _null_complement(E)
-    zero_pA, zero_c, zero_a = jnp.zeros_like(pA), jnp.zeros_like(c), jnp.zeros_like(a0)
-    Y = jax.vmap(lambda col: solve(col, zero_pA, zero_c, zero_a), in_axes=1, out_axes=1)(A_T)
+    zero_c, zero_a = jnp.zeros_like(c), jnp.zeros_like(a0)
+
+    def inverse_column(col):  # Gamma_hat^{-1} col: ABA at rest, without gravity
+        u = _bias_sweep(model, kin, art, _per_frame(model, col, dtype), jnp.zeros_like(pA), zero_c)
+        return aba_accelerations(model, kin, art, u, zero_c, zero_a)[frames]
+
+    Y = jax.vmap(inverse_column, in_axes=1, out_axes=1)(A_T)
     lam = -jnp.linalg.solve(A_T.T @ Y, A_T.T @ (x0 - state.Edot_qd))
     qhatdd = x0 + Y @ lam
-    return _checked(jnp.linalg.solve(EtE, E.T @ (qhatdd - state.Edot_qd)), art)
+    return _checked(jnp.linalg.solve(E.T @ E, E.T @ (qhatdd - state.Edot_qd)), art)
 
 
 def _checked(qdd: Float[Array, " n"], art: ArticulatedInertias) -> Float[Array, " n"]:

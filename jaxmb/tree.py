@@ -90,6 +90,9 @@ def tree_of(model: Model) -> Tree:
     return _tree(model.parent_index, model.coordinate_index, model.n_augmented)
 
 
+SCAN_UNROLL = 1  # steps per loop iteration of the sweeps (jax.lax.scan's unroll)
+
+
 def scan_down(tree: Tree, step: Callable, root, xs):
     """Run ``step(parent_value, x_k) -> (value_k, y_k)`` over the frames, parents first, as one
     `jax.lax.scan`; ``root`` is the value the root's children see. Returns the stacked ``y``.
@@ -98,11 +101,7 @@ def scan_down(tree: Tree, step: Callable, root, xs):
     ``(nf + 1, ...)`` table (the last row is the root's) and reads its parent's row."""
     nf = tree.parent.shape[0]
     if tree.serial:
-
-        def body(value, x):
-            return step(value, x)
-
-        return jax.lax.scan(body, root, xs)[1]
+        return jax.lax.scan(step, root, xs, unroll=SCAN_UNROLL)[1]
     table = jax.tree.map(lambda r: jnp.broadcast_to(r, (nf + 1,) + jnp.shape(r)).copy(), root)
 
     def body(table, kx):
@@ -110,28 +109,37 @@ def scan_down(tree: Tree, step: Callable, root, xs):
         value, y = step(jax.tree.map(lambda t: t[parent], table), x)
         return jax.tree.map(lambda t, v: t.at[k].set(v), table, value), y
 
-    return jax.lax.scan(body, table, (jnp.arange(nf), jnp.asarray(tree.parent), xs))[1]
+    xs = (jnp.arange(nf), jnp.asarray(tree.parent), xs)
+    return jax.lax.scan(body, table, xs, unroll=SCAN_UNROLL)[1]
 
 
-def subtree_sums(tree: Tree, x):
-    r"""``y_k = sum_{d in subtree(k)} x_d`` for a pytree of ``(nf, ...)`` arrays: one reverse
-    `jax.lax.scan` that adds every frame's finished sum into its parent (children come after
-    their parents, so a frame's sum is complete when the scan reaches it)."""
+def sweep_up(tree: Tree, step: Callable, init, xs):
+    """Children before parents: ``step(own_k + sum of what k's children passed up, x_k) ->
+    (to_parent_k, y_k)`` as one reverse `jax.lax.scan` (children come after their parents, so
+    a frame's total is complete when the scan reaches it). Returns the stacked ``y``."""
     nf = tree.parent.shape[0]
     if tree.serial:
 
-        def body(acc, xk):
-            total = jax.tree.map(jnp.add, acc, xk)
-            return total, total
+        def chain(from_child, x):
+            own, x = x
+            return step(jax.tree.map(jnp.add, own, from_child), x)
 
-        zero = jax.tree.map(lambda a: jnp.zeros(a.shape[1:], a.dtype), x)
-        return jax.lax.scan(body, zero, x, reverse=True)[1]
-    table = jax.tree.map(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)]), x)
+        zero = jax.tree.map(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
+        return jax.lax.scan(chain, zero, (init, xs), reverse=True, unroll=SCAN_UNROLL)[1]
+    table = jax.tree.map(
+        lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)]), init
+    )
 
-    def body(table, kp):
-        k, parent = kp
-        return jax.tree.map(lambda t: t.at[parent].add(t[k]), table), None
+    def body(table, kx):
+        k, parent, x = kx
+        up, y = step(jax.tree.map(lambda t: t[k], table), x)
+        return jax.tree.map(lambda t, u: t.at[parent].add(u), table, up), y
 
-    ks = jnp.arange(nf)
-    table = jax.lax.scan(body, table, (ks, jnp.asarray(tree.parent)), reverse=True)[0]
-    return jax.tree.map(lambda t: t[:nf], table)
+    xs = (jnp.arange(nf), jnp.asarray(tree.parent), xs)
+    return jax.lax.scan(body, table, xs, reverse=True, unroll=SCAN_UNROLL)[1]
+
+
+def subtree_sums(tree: Tree, x):
+    """``y_k = sum_{d in subtree(k)} x_d`` for a pytree of ``(nf, ...)`` arrays (`sweep_up`
+    passing each frame's total on unchanged)."""
+    return sweep_up(tree, lambda total, _: (total, total), x, None)

@@ -198,25 +198,27 @@ def tree_kinematics(
     p_loc = p0 + (R0 @ axis[:, :, None])[:, :, 0] * (t * pri)[:, None]
     local = frame_inertias(model, dtype, inertias)
 
-    def step(parent, x):
+    def step(parent, x):  # the recurrence alone; per-frame algebra is vectorised below
         R_p, p_p, v_p, a_p = parent
-        Rl, pl, ax, r, pr, qd_k, qdd_k, inertia = x
+        Rl, pl, ax, r, pr, qd_k, qdd_k = x
         R, p = R_p @ Rl, p_p + R_p @ pl
         ax_w = R @ ax  # the axis is invariant under its own motion
         w = ax_w * r
         s = jnp.concatenate([w, jnp.cross(p, w) + ax_w * pr])
         v = v_p + s * qd_k
         a = a_p + s * qdd_k + motion_cross(v, s * qd_k)  # sdot qd = v x s qd
-        inertia_w = inertia_to_world(R, p, inertia)
-        f = inertia_apply(inertia_w, a) + force_cross(v, inertia_apply(inertia_w, v))
-        return (R, p, v, a), (R, p, s, v, a, f, inertia_w)
+        return (R, p, v, a), (R, p, s, v, a)
 
     zero6 = jnp.zeros(6, dtype)
     a0 = _gravity_acceleration(model, dtype) if gravity else zero6
     root = (jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype), zero6, a0)
-    R, p, s, v, a, f, inertia = scan_down(
-        tree, step, root, (R_loc, p_loc, axis, rev, pri, td, tdd, local)
-    )
+    R, p, s, v, a = scan_down(tree, step, root, (R_loc, p_loc, axis, rev, pri, td, tdd))
+    inertia = jax.vmap(inertia_to_world)(R, p, local)
+
+    def newton_euler(inertia, v, a):
+        return inertia_apply(inertia, a) + force_cross(v, inertia_apply(inertia, v))
+
+    f = jax.vmap(newton_euler)(inertia, v, a)
     return TreeKinematics(R, p, s, v, a, f, inertia)
 
 
