@@ -17,7 +17,6 @@ from collections.abc import Mapping
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
@@ -28,10 +27,17 @@ from .kinematics import (
     frame_jacobian,
     frame_transforms,
 )
-from .model import Model, check_all_finite, check_finite, finite_inputs, runtime_check
+from .model import Model, check_all_finite, check_finite, finite_inputs
 from .recursive import body_spatial_inertias
 from .spatial import skew
-from .terms import DynamicsTerms, unchecked_crba, unchecked_forward, unchecked_rnea, unchecked_terms
+from .terms import (
+    DynamicsTerms,
+    _cholesky_solve,
+    unchecked_crba,
+    unchecked_forward,
+    unchecked_rnea,
+    unchecked_terms,
+)
 
 __all__ = [
     "spatial_inertias",
@@ -290,7 +296,7 @@ def forward_dynamics(
     if method == "lagrangian":
         tau = _check_vec(model, tau, "tau")
         rest = inverse_dynamics(model, q, qd, jnp.zeros_like(qd), wrenches, method=method)
-        return _cholesky(mass_matrix(model, q, method="jacobian"), tau - rest)
+        return _cholesky_solve(mass_matrix(model, q, method="jacobian"), tau - rest)
     q, qd, tau = check_all_finite(  # the recursions on inputs checked once, in one check
         {
             "q": _check_q(model, q, finite=False),
@@ -304,12 +310,6 @@ def forward_dynamics(
         return udut_forward_dynamics(model, q, qd, tau, wrenches)
     solve = {"auto": "auto", "rnea": "auto", "cholesky": "cholesky", "aba": "aba"}[method]
     return unchecked_forward(model, q, qd, tau, wrenches, solve=solve)
-
-
-def _cholesky(Gamma, rhs):
-    L = jnp.linalg.cholesky(Gamma)  # NaN entries if Gamma is not SPD
-    L = runtime_check(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
-    return jsl.cho_solve((L, True), rhs)
 
 
 @finite_inputs

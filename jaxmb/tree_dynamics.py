@@ -26,6 +26,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .model import Model
+from .recursive import _inertia_to_parent
 from .spatial import skew
 from .tree import Tree, scan_down, subtree_sums, tree_of
 
@@ -129,21 +130,9 @@ def inertia_apply(inertia, x: Float[Array, "6"]) -> Float[Array, "6"]:
     return jnp.concatenate([I @ w + jnp.cross(h, u), m * u - jnp.cross(h, w)])
 
 
-def inertia_to_world(R, p, inertia):
-    r"""``(m, h, I)`` about a frame's origin in its coordinates, about S's origin in S
-    coordinates, for ``T_S,k = (R, p)``: $h' = R h + m p$,
-    $I' = R I R^\top - [Rh][p] - [p][Rh] - m [p][p]$ (as `jaxmb.recursive._inertia_to_parent`)."""
-    m, h, I = inertia
-    hr = R @ h
-    eye = jnp.eye(3, dtype=R.dtype)
-    outer = p[:, None] * hr[None, :]
-    I_new = (
-        R @ I @ R.T
-        - (outer + outer.T)
-        + 2.0 * (hr @ p) * eye
-        - m * (p[:, None] * p[None, :] - (p @ p) * eye)
-    )
-    return m, hr + m * p, I_new
+# (m, h, I) about frame k's origin -> about S's origin in S coordinates, for T_S,k = (R, p): the
+# same algebra as moving a composite inertia to a parent (h' = R h + m p, I' = R I R^T - ...)
+inertia_to_world = _inertia_to_parent
 
 
 class TreeKinematics(eqx.Module):

@@ -25,7 +25,7 @@ The model is baked into the compiled functions as constants (``--model const``, 
 loop) or passed as a traced argument (``--model arg``, as `scripts/bench_dynamics.py` does).
 
     python scripts/bench_scaling.py [--sizes 3,5,10,20,30,50,75,100] [--kinds serial,branching]
-        [--quantities mass_matrix,bias,forward] [--batch 512] [--repeats 3] [--cores 1]
+        [--quantities mass_matrix,bias,forward] [--batch 0] [--repeats 3] [--cores 1]
         [--unrolled-max 30] [--model const] [--json PATH]
 """
 
@@ -37,7 +37,13 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--sizes", default="3,5,10,20,30,50,75,100", help="moving joints n")
 parser.add_argument("--kinds", default="serial,branching", help="serial and/or branching")
 parser.add_argument("--quantities", default="mass_matrix,bias,forward")
-parser.add_argument("--batch", type=int, default=512, help="states per vmapped call")
+parser.add_argument(
+    "--batch",
+    type=int,
+    default=0,
+    help="states per vmapped call; 0: by size, 8192 // n within [64, 1024] (large batches share "
+    "the call's dispatch at small n, cache-sized ones are fastest at large n)",
+)
 parser.add_argument("--repeats", type=int, default=3)
 parser.add_argument("--cores", type=int, default=1, help="cores for both (process affinity)")
 parser.add_argument("--unrolled-max", type=int, default=30, help="largest n for the unrolled paths")
@@ -245,9 +251,9 @@ def main():
     for qn in quantities:
         if qn not in QUANTITIES:
             raise SystemExit(f"--quantities: expected some of {list(QUANTITIES)}, got {qn!r}")
-    B = args.batch
     print(
-        f"jaxmb bench_scaling: sizes {sizes}, batch {B}, {args.cores} core(s), best of "
+        f"jaxmb bench_scaling: sizes {sizes}, batch {args.batch or '8192 // n in [64, 1024]'}, "
+        f"{args.cores} core(s), best of "
         f"{args.repeats}, model {args.model}, unrolled up to n = {args.unrolled_max}"
     )
     print(f"jax {jax.__version__}, pinocchio {pin.__version__}, devices {jax.devices()}")
@@ -269,6 +275,7 @@ def main():
     rows, pins = [], []
     for kind in kinds:
         for n in sizes:
+            B = args.batch or max(64, min(1024, 8192 // n))
             xml = random_tree_urdf(n, seed=n, branching=kind == "branching")
             model, pm = jaxmb.load_urdf(xml), pin.buildModelFromXML(xml)
             # the same joints in the same order (depth first): the comparison is honest
