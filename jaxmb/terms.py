@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 UNROLL_MAX_FRAMES = 16
-ABA_MIN_COORDINATES = 24
+ABA_MIN_COORDINATES = 20
 _RECURSIONS = ("auto", "unrolled", "scan")
 _SOLVERS = ("auto", "cholesky", "aba")
 

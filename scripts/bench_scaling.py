@@ -128,11 +128,19 @@ def resolved(model, quantity: str) -> str:
     return "aba" if terms.solver(model) == "aba" else f"{rec}/cholesky"
 
 
-def pinocchio_peer(pm, q, qd, tau):
-    """Per quantity: (the call on one state, a loop over the states, the same loop calling
-    ``pin.neutral`` instead). Direct calls with bound locals, rows listed beforehand: the loops
-    carry as little Python as a loop can."""
+def pinocchio_peer(pm, q, qd, tau, perm):
+    """Per quantity: (the call on one state, in jaxmb's coordinate order, a loop over the states,
+    the same loop calling ``pin.neutral`` instead). Direct calls with bound locals, rows listed
+    beforehand: the loops carry as little Python as a loop can. ``perm`` lists jaxmb's index of
+    each Pinocchio joint (Pinocchio orders a branching tree depth first)."""
     pd = pm.createData()
+    q, qd, tau = q[:, perm], qd[:, perm], tau[:, perm]
+
+    def ours(v):
+        out = np.empty_like(v)
+        out[perm] = v
+        return out
+
     crba, nle, aba, neutral = pin.crba, pin.nonLinearEffects, pin.aba, pin.neutral
     r1, r2, r3 = list(q), list(zip(q, qd, strict=True)), list(zip(q, qd, tau, strict=True))
 
@@ -162,13 +170,16 @@ def pinocchio_peer(pm, q, qd, tau):
 
     def mass_one(i):
         M = np.array(crba(pm, pd, q[i]))  # crba fills the upper triangle
-        return np.triu(M) + np.triu(M, 1).T
+        M = np.triu(M) + np.triu(M, 1).T
+        out = np.empty_like(M)
+        out[np.ix_(perm, perm)] = M
+        return out
 
     return {
         "mass_matrix": (mass_one, mass_loop, mass_base),
-        "bias": (lambda i: np.array(nle(pm, pd, q[i], qd[i])), bias_loop, bias_base),
+        "bias": (lambda i: ours(np.array(nle(pm, pd, q[i], qd[i]))), bias_loop, bias_base),
         "forward": (
-            lambda i: np.array(aba(pm, pd, q[i], qd[i], tau[i])),
+            lambda i: ours(np.array(aba(pm, pd, q[i], qd[i], tau[i]))),
             forward_loop,
             forward_base,
         ),
@@ -278,15 +289,17 @@ def main():
             B = args.batch or max(64, min(1024, 8192 // n))
             xml = random_tree_urdf(n, seed=n, branching=kind == "branching")
             model, pm = jaxmb.load_urdf(xml), pin.buildModelFromXML(xml)
-            # the same joints in the same order (depth first): the comparison is honest
+            # the same joints, matched by name: the comparison is honest
             assert pm.nq == pm.nv == model.n
-            assert [pm.names[i] for i in range(1, pm.njoints)] == list(model.coordinate_names)
+            names = [pm.names[i] for i in range(1, pm.njoints)]
+            perm = np.array([model.coordinate_names.index(nm) for nm in names])
+            assert sorted(perm.tolist()) == list(range(n))
             rng = np.random.default_rng(n)
             q = rng.uniform(-3, 3, (B, n))
             qd = rng.normal(size=(B, n)) * 0.5
             tau = rng.normal(size=(B, n)) * 10
             states = tuple(jnp.asarray(x) for x in (q, qd, tau))
-            peers = pinocchio_peer(pm, q, qd, tau)
+            peers = pinocchio_peer(pm, q, qd, tau, perm)
             for quantity in quantities:
                 peer, rtol, paths = QUANTITIES[quantity]
                 one_pin, loop, base = peers[quantity]
