@@ -2,10 +2,11 @@ r"""The kinematic tree as index tables, and the two sweeps every recursion over 
 
 - `scan_down`: parents before children, each frame computed from its parent's value
   (poses, twists, accelerations: the forward passes of Featherstone's algorithms);
-- `subtree_sums`: children before parents, each frame's value added into its parent's
-  (composite inertias, transmitted wrenches: the backward passes).
+- `sweep_up` (and `subtree_sums` on it): children before parents, each frame passing a value
+  to its parent (composite inertias, transmitted wrenches, articulated inertias: the backward
+  passes).
 
-Both are one `jax.lax.scan` over the frames in topological order, so the compiled program has
+Both are one `jax.lax.scan` over the frames (depth first), so the compiled program has
 the same size whatever the number of bodies, where Python loops over the frames
 (`jaxmb.recursive`) unroll into a program that grows with n and compiles in time that grows
 faster than n (3 s at n = 10, 57 s at n = 60, 216 s at n = 100, measured on the unrolled
@@ -20,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from .model import Model
 
@@ -40,6 +42,9 @@ class Tree(NamedTuple):
             of its ancestors (the sparsity of the tree's Gamma_hat, Featherstone 2008 sec. 6.5).
         frame_ancestor: ``(nf, nf)`` the same relation among frames.
         selection: ``(nf, nhat)`` one where frame k is driven by coordinate i.
+        preorder: the frames depth first (each frame's subtree right after it).
+        from_preorder: its inverse permutation.
+        preorder_depth: the depth of each frame in that order (1 for the root's children).
     """
 
     parent: np.ndarray
@@ -49,6 +54,9 @@ class Tree(NamedTuple):
     ancestor: np.ndarray
     frame_ancestor: np.ndarray
     selection: np.ndarray
+    preorder: np.ndarray
+    from_preorder: np.ndarray
+    preorder_depth: np.ndarray
 
 
 @functools.lru_cache(maxsize=256)
@@ -82,7 +90,27 @@ def _tree(parent_index: tuple[int, ...], coordinate_index: tuple[int, ...], nhat
     for k, c in enumerate(coordinate_index):
         if c >= 0:
             selection[k, c] = 1.0
-    return Tree(parent, serial, depth, coordinate_frames, ancestor, anc, selection)
+    children: list[list[int]] = [[] for _ in range(nf + 1)]
+    for k, p in enumerate(parent):
+        children[p].append(k)
+    preorder, todo = [], list(reversed(children[nf]))
+    while todo:
+        k = todo.pop()
+        preorder.append(k)
+        todo.extend(reversed(children[k]))
+    preorder = np.array(preorder, dtype=np.int32)
+    return Tree(
+        parent,
+        serial,
+        depth,
+        coordinate_frames,
+        ancestor,
+        anc,
+        selection,
+        preorder,
+        np.argsort(preorder).astype(np.int32),
+        depth_of[preorder].astype(np.int32),
+    )
 
 
 def tree_of(model: Model) -> Tree:
@@ -93,35 +121,53 @@ def tree_of(model: Model) -> Tree:
 SCAN_UNROLL = 1  # steps per loop iteration of the sweeps (jax.lax.scan's unroll)
 
 
+def _levels(depth: int, like: Array, level) -> Array:
+    """``arange(depth)[:, None, ...] == level``, shaped to broadcast against ``like``."""
+    idx = jnp.arange(depth).reshape((depth,) + (1,) * (like.ndim - 1))
+    return idx == level
+
+
+def _preordered(tree: Tree, xs):
+    return jax.tree.map(lambda x: x[tree.preorder], xs)
+
+
+def _original_order(tree: Tree, ys):
+    return jax.tree.map(lambda y: y[tree.from_preorder], ys)
+
+
 def scan_down(tree: Tree, step: Callable, root, xs):
     """Run ``step(parent_value, x_k) -> (value_k, y_k)`` over the frames, parents first, as one
     `jax.lax.scan`; ``root`` is the value the root's children see. Returns the stacked ``y``.
 
-    A serial chain carries the previous frame's value; a tree carries every frame's value in an
-    ``(nf + 1, ...)`` table (the last row is the root's) and reads its parent's row. Known cost:
-    under `jax.vmap` the row update becomes a scatter that XLA copies whole at every step, so a
-    branching tree's sweep costs O(n) per step (3-5x a chain's at 30 bodies; one batched chain
-    scan per level of chains instead was no faster and compiled in time that grows with the
-    levels)."""
-    nf = tree.parent.shape[0]
+    A serial chain carries the previous frame's value. A tree is walked depth first and carries
+    a stack of the values on the current path from the root, one row per depth: a frame at depth
+    d reads row d - 1 and writes row d. The write is a select over the rows (O(depth) per step,
+    fused), not an indexed update: under `jax.vmap` an indexed update lowers to a scatter that
+    XLA copies whole at every step (a table of every frame's value cost O(n) per step, 3-5x
+    a chain's sweep at 30 bodies)."""
     if tree.serial:
         return jax.lax.scan(step, root, xs, unroll=SCAN_UNROLL)[1]
-    table = jax.tree.map(lambda r: jnp.broadcast_to(r, (nf + 1,) + jnp.shape(r)).copy(), root)
+    rows = tree.depth + 1  # row 0 is the root's value
+    stack = jax.tree.map(lambda r: jnp.broadcast_to(r, (rows,) + jnp.shape(r)), root)
 
-    def body(table, kx):
-        k, parent, x = kx
-        value, y = step(jax.tree.map(lambda t: t[parent], table), x)
-        return jax.tree.map(lambda t, v: t.at[k].set(v), table, value), y
+    def body(stack, x):
+        level, x = x
+        parent = jax.tree.map(lambda t: jax.lax.dynamic_index_in_dim(t, level - 1, 0, False), stack)
+        value, y = step(parent, x)
+        put = lambda t, v: jnp.where(_levels(rows, t, level), v[None], t)  # noqa: E731
+        return jax.tree.map(put, stack, value), y
 
-    xs = (jnp.arange(nf), jnp.asarray(tree.parent), xs)
-    return jax.lax.scan(body, table, xs, unroll=SCAN_UNROLL)[1]
+    xs = (jnp.asarray(tree.preorder_depth), _preordered(tree, xs))
+    return _original_order(tree, jax.lax.scan(body, stack, xs, unroll=SCAN_UNROLL)[1])
 
 
 def sweep_up(tree: Tree, step: Callable, init, xs):
     """Children before parents: ``step(own_k + sum of what k's children passed up, x_k) ->
-    (to_parent_k, y_k)`` as one reverse `jax.lax.scan` (children come after their parents, so
-    a frame's total is complete when the scan reaches it). Returns the stacked ``y``."""
-    nf = tree.parent.shape[0]
+    (to_parent_k, y_k)`` as one reverse `jax.lax.scan`. Returns the stacked ``y``.
+
+    A tree is walked in reverse depth-first order with one accumulator row per depth: a frame at
+    depth d takes row d + 1 (what its children passed up: every frame at depth d + 1 seen since
+    the row was last taken is its child), clears it, and adds what it passes up to row d."""
     if tree.serial:
 
         def chain(from_child, x):
@@ -130,17 +176,23 @@ def sweep_up(tree: Tree, step: Callable, init, xs):
 
         zero = jax.tree.map(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
         return jax.lax.scan(chain, zero, (init, xs), reverse=True, unroll=SCAN_UNROLL)[1]
-    table = jax.tree.map(
-        lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)]), init
-    )
+    rows = tree.depth + 2  # row d + 1 collects depth d's children; row 0 the root's
+    acc = jax.tree.map(lambda a: jnp.zeros((rows,) + a.shape[1:], a.dtype), init)
 
-    def body(table, kx):
-        k, parent, x = kx
-        up, y = step(jax.tree.map(lambda t: t[k], table), x)
-        return jax.tree.map(lambda t, u: t.at[parent].add(u), table, up), y
+    def body(acc, x):
+        level, own, x = x
+        below = jax.tree.map(lambda t: jax.lax.dynamic_index_in_dim(t, level + 1, 0, False), acc)
+        up, y = step(jax.tree.map(jnp.add, own, below), x)
 
-    xs = (jnp.arange(nf), jnp.asarray(tree.parent), xs)
-    return jax.lax.scan(body, table, xs, reverse=True, unroll=SCAN_UNROLL)[1]
+        def pass_up(t, u):
+            t = jnp.where(_levels(rows, t, level + 1), 0.0, t)
+            return t + jnp.where(_levels(rows, t, level), u[None], 0.0)
+
+        return jax.tree.map(pass_up, acc, up), y
+
+    xs = (jnp.asarray(tree.preorder_depth), _preordered(tree, init), _preordered(tree, xs))
+    ys = jax.lax.scan(body, acc, xs, reverse=True, unroll=SCAN_UNROLL)[1]
+    return _original_order(tree, ys)
 
 
 def subtree_sums(tree: Tree, x):
