@@ -33,6 +33,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .model import Model, runtime_check
+from .spatial import skew
 from .tree import scan_down, sweep_up, tree_of
 from .tree_dynamics import (
     AugmentedState,
@@ -48,9 +49,9 @@ __all__ = ["ArticulatedInertias", "articulated_inertias", "aba_accelerations", "
 
 
 def _spatial_matrix(inertia) -> Float[Array, "6 6"]:
-    """``[[I, [h]], [[h]^T, m I3]]`` from ``(m, h, I)``."""
+    """``[[I, [h]], [[h]^T, m I3]]`` from ``(m, h, I)`` (Dastranj & Mattila (2026) after eq. (8))."""
     m, h, I = inertia
-    H = jnp.array([[0.0, -h[2], h[1]], [h[2], 0.0, -h[0]], [-h[1], h[0], 0.0]], dtype=h.dtype)
+    H = skew(h)
     top = jnp.concatenate([I, H], 1)
     bottom = jnp.concatenate([H.T, m * jnp.eye(3, dtype=h.dtype)], 1)
     return jnp.concatenate([top, bottom], 0)

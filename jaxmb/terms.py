@@ -209,11 +209,10 @@ def unchecked_forward(
     r"""$\ddot q = \Gamma^{-1}(Q_e + Q_a - h)$ (eq. (13)) from one kinematic pass: ABA on the
     augmented tree (`jaxmb.aba`), or Gamma and $h - Q_e$ from the pass and a Cholesky solve."""
     state = augmented_state(model, q, qd)
-    W = _frame_wrenches(model, wrenches)
     tau = jnp.asarray(tau, state.qd.dtype)
     if solver(model, solve) == "aba":
         kin = tree_kinematics(model, state.qhat, state.qhatd, gravity=False)
-        return aba(model, state, kin, tau, W)
+        return aba(model, state, kin, tau, _frame_wrenches(model, wrenches))
     Gamma, rest = gamma_and_rest(model, state, wrenches, choice=choice)
     return _cholesky_solve(Gamma, tau - rest)
 
