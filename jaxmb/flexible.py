@@ -37,7 +37,7 @@ from .plant import AbstractPlant, _finite_state
 from .projection import ConstrainedSystem
 from .projection import forward_dynamics as projected_forward_dynamics
 
-__all__ = ["FlexibleJointPlant", "rigid_limit"]
+__all__ = ["FlexibleJointPlant", "RotorLoaded", "rigid_limit"]
 
 
 def _positive(name, x, shape, allow_zero=False):
@@ -208,13 +208,6 @@ class FlexibleJointPlant(AbstractPlant):
         return kinetic_energy(self.model, q, qd) + potential_energy(self.model, q) + rotor + spring
 
 
-def rigid_limit(plant: FlexibleJointPlant) -> Model | ConstrainedSystem:
-    """The infinite-stiffness limit of ``plant``: its rigid system with each driven coordinate
-    carrying the reduced rotor inertia ``r^2 I_rotor`` (a `RotorLoaded` system; drive it
-    with the same ``T`` as generalized force on the driven coordinates)."""
-    return RotorLoaded(plant.system, plant.driven, plant.reduced_rotor_inertia)
-
-
 class RotorLoaded(eqx.Module):
     """A rigid system with extra diagonal inertia on some coordinates (the rotors of
     `rigid_limit`): ``(M + S^T I^r S) qdd + h = Q``."""
@@ -249,3 +242,10 @@ class RotorLoaded(eqx.Module):
 
         M = mass_matrix(self.system, q).at[idx, idx].add(self.inertia)
         return jnp.linalg.solve(M, Q - bias_forces(self.system, q, qd))
+
+
+def rigid_limit(plant: FlexibleJointPlant) -> RotorLoaded:
+    """The infinite-stiffness limit of ``plant``: its rigid system with each driven coordinate
+    carrying the reduced rotor inertia ``r^2 I_rotor`` (a `RotorLoaded` system; drive it
+    with the same ``T`` as generalized force on the driven coordinates)."""
+    return RotorLoaded(plant.system, plant.driven, plant.reduced_rotor_inertia)

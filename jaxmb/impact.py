@@ -186,7 +186,7 @@ def impact_jump(
             [Lz[None, :], -z[None, :], zeros((1, k)), zeros((1, 1))],
         ]
     )
-    approach = z @ (L @ qd - v_P)  # z^T (v_Q - v_P) before impact, < 0 when closing
+    approach = z @ (L @ qd - v_P)  # z^T (v_Q - v_P) before impact: > 0 while P closes on Q
     rhs = jnp.concatenate([zeros(n + 3 + k), (-(1 + e) * approach)[None]])
     x = jnp.linalg.solve(A, rhs)
     return ImpactJump(x[:n], x[n : n + 3], x[n + 3 : n + 3 + k], x[-1])

@@ -75,8 +75,8 @@ class SampledTrajectory(eqx.Module):
     q_d: Array
     qd_d: Array
     impact_time: Float[Array, ""]
-    impact: object
-    impact_state: dict
+    impact: object | None
+    impact_state: dict | None
     num_steps: Array
     success: Array
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
