@@ -172,9 +172,7 @@ class FlexibleJointPlant(AbstractPlant):
         tau_s = self.spring_torque(q, qd, phi, phid)
         qdd = self.link_accelerations(q, qd, tau_s, wrenches, forces)
         phidd = (command + tau_s) / self.reduced_rotor_inertia  # eq. (4)
-        act = {
-            j: {"phi": phid[i], "phid": phidd[i]} for i, j in enumerate(self.joints)
-        }
+        act = {j: {"phi": phid[i], "phid": phidd[i]} for i, j in enumerate(self.joints)}
         return {"q": qd, "qd": qdd, "actuators": act}
 
     def signals(self, y, command) -> dict[str, Array]:

@@ -60,8 +60,8 @@ class Contact(eqx.Module):
     surface's outward unit normal there, ``normal`` (same coordinates; it turns with the link).
     """
 
-    point: Float[Array, "3"]
-    normal: Float[Array, "3"]
+    point: Float[Array, 3]
+    normal: Float[Array, 3]
     frame: str = eqx.field(static=True)
 
     def __init__(self, frame: str, point, normal):
@@ -82,10 +82,10 @@ class Particle(eqx.Module):
     plane)."""
 
     mass: Float[Array, ""]
-    position: Float[Array, "3"]
-    velocity: Float[Array, "3"]
+    position: Float[Array, 3]
+    velocity: Float[Array, 3]
     t0: Float[Array, ""]
-    gravity: Float[Array, "3"]
+    gravity: Float[Array, 3]
 
     def __init__(self, mass, position, velocity, t0=0.0, gravity=(0.0, 0.0, 0.0)):
         self.mass = _checked(
@@ -107,13 +107,13 @@ class Particle(eqx.Module):
         )
 
 
-def contact_point(system, q: Float[ArrayLike, " n"], contact: Contact) -> Float[Array, "3"]:
+def contact_point(system, q: Float[ArrayLike, " n"], contact: Contact) -> Float[Array, 3]:
     """Q in the world frame."""
     T = frame_pose(_model(system), q, contact.frame)
     return T[:3, :3] @ contact.point + T[:3, 3]
 
 
-def contact_normal(system, q: Float[ArrayLike, " n"], contact: Contact) -> Float[Array, "3"]:
+def contact_normal(system, q: Float[ArrayLike, " n"], contact: Contact) -> Float[Array, 3]:
     """``z`` of eq. (44) in the world frame."""
     return frame_pose(_model(system), q, contact.frame)[:3, :3] @ contact.normal
 
@@ -133,7 +133,7 @@ class ImpactJump(NamedTuple):
     """The solution of eq. (46)."""
 
     dqd: Float[Array, " n"]  # jump of the generalized velocities
-    dv_P: Float[Array, "3"]  # jump of the particle's velocity
+    dv_P: Float[Array, 3]  # jump of the particle's velocity
     Lambda: Float[Array, " k"]  # impulses of the loop-closure reactions (eq. (42))
     H: Float[Array, ""]  # impulse of the contact force (eq. (41)), on the particle along z
 
@@ -144,7 +144,7 @@ def impact_jump(
     qd: Float[ArrayLike, " n"],
     contact: Contact,
     m_P: Float[ArrayLike, ""],
-    v_P: Float[ArrayLike, "3"],
+    v_P: Float[ArrayLike, 3],
     e: Float[ArrayLike, ""],
 ) -> ImpactJump:
     r"""Velocity jumps and impulses of a particle's impact (Ider et al. (2019) eq. (46)).

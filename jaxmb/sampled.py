@@ -114,6 +114,7 @@ def simulate_sampled(
     atol: float = 1e-10,
     max_steps: int = 4096,
     event_tol: float = 1e-12,
+    progress: bool = False,
 ) -> SampledTrajectory:
     r"""Simulate ``plant`` under a controller sampled every ``h`` s with zero-order hold.
 
@@ -132,6 +133,8 @@ def simulate_sampled(
         solver: diffrax solver of each interval (default Tsit5), with a PID step controller at
             ``rtol``/``atol``; ``max_steps`` per interval.
         event_tol: tolerance (s and m) of the impact's root find.
+        progress: one progress bar over the sampling intervals, updated in place (tqdm; not
+            under vmap).
     """
     steps = int(round(t_final / h))
     if not (h > 0 and steps >= 1 and abs(steps * h - t_final) <= 1e-9 * max(t_final, 1.0)):
@@ -235,8 +238,15 @@ def simulate_sampled(
         zero_jump = jax.tree.map(
             jnp.zeros_like,
             jax.eval_shape(
-                lambda: impact_jump(system, q0, qd0, impact.contact, impact.particle.mass,
-                                    impact.particle.velocity, impact.restitution)  # fmt: skip
+                lambda: impact_jump(
+                    system,
+                    q0,
+                    qd0,
+                    impact.contact,
+                    impact.particle.mass,
+                    impact.particle.velocity,
+                    impact.restitution,
+                )  # fmt: skip
             ),
         )
 
@@ -245,9 +255,13 @@ def simulate_sampled(
             r_P, _ = particle.at(t)
             return gap(system, y["q"], impact.contact, r_P)
 
-    def interval(carry, t_pair):
+    tick = _progress_bar(steps) if progress else None
+
+    def interval(carry, xs):
         y, armed, particle, record, n_steps, ok = carry
-        t0, t1 = t_pair
+        k, t0, t1 = xs
+        if tick is not None:
+            jax.debug.callback(tick, k, ordered=True)
         u, desired = command(t0, y)
         if impact is None:
             _, y1, k, ok1, _ = solve(t0, t1, y, u)
@@ -284,8 +298,8 @@ def simulate_sampled(
     particle0 = impact.particle if impact is not None else None
     carry0 = (correct(y0), jnp.array(impact is not None), particle0, record0,
               jnp.array(0), jnp.array(True))  # fmt: skip
-    pairs = jnp.stack([ts[:-1], ts[1:]], axis=1)
-    (yK, _, _, record, n_steps, ok), (u, desired, ys) = jax.lax.scan(interval, carry0, pairs)
+    xs = (jnp.arange(steps), ts[:-1], ts[1:])
+    (yK, _, _, record, n_steps, ok), (u, desired, ys) = jax.lax.scan(interval, carry0, xs)
     uK, desK = command(ts[-1], yK)
     y = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), carry0[0], ys)
     u = jnp.concatenate([u, uK[None]])
@@ -309,3 +323,23 @@ def simulate_sampled(
         coordinate_names=plant.coordinate_names,
         command_names=plant.command_names if actuated else (),
     )
+
+
+def _progress_bar(total: int):
+    """A host callback that opens a tqdm bar at the first interval, moves it as intervals end
+    and closes it after the last: each run of the compiled loop gets its own bar."""
+    holder = {}
+
+    def tick(k):
+        k = int(k)
+        if k == 0 or "bar" not in holder:
+            from tqdm.auto import tqdm
+
+            holder["bar"] = tqdm(total=total, desc="simulate", unit="sample", leave=False)
+        bar = holder["bar"]
+        bar.update(k + 1 - bar.n)
+        if k + 1 >= total:
+            bar.close()
+            holder.pop("bar")
+
+    return tick

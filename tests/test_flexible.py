@@ -64,7 +64,9 @@ def test_impact_balances_and_restitution(e):
     qd = admissible_velocity(0)
     m_P, v_P = 5.0, jnp.array([1.5, -1.0, 0.0])  # Section 6's particle
     J = _jump(SYSTEM, Q0, qd, CONTACT, m_P, v_P, e)
-    M = np.asarray(jax.jit(jax.jacfwd(lambda v: jax.grad(kinetic_energy, 2)(SYSTEM.model, Q0, v)))(qd))
+    M = np.asarray(
+        jax.jit(jax.jacfwd(lambda v: jax.grad(kinetic_energy, 2)(SYSTEM.model, Q0, v)))(qd)
+    )
     B = constraint_jacobian(SYSTEM, Q0)
     L = contact_jacobian(SYSTEM, Q0, CONTACT)
     z = contact_normal(SYSTEM, Q0, CONTACT)
@@ -80,9 +82,7 @@ def test_impact_balances_and_restitution(e):
     # energy: conserved by an elastic impact (e = 1), lost otherwise; the impulse pushes the
     # particle out along the outward normal
     T0 = kinetic_energy(SYSTEM.model, Q0, qd) + 0.5 * m_P * v_P @ v_P
-    T1 = kinetic_energy(SYSTEM.model, Q0, qd + J.dqd) + 0.5 * m_P * (v_P + J.dv_P) @ (
-        v_P + J.dv_P
-    )
+    T1 = kinetic_energy(SYSTEM.model, Q0, qd + J.dqd) + 0.5 * m_P * (v_P + J.dv_P) @ (v_P + J.dv_P)
     if e == 1.0:
         np.testing.assert_allclose(T1, T0, rtol=1e-12)
     else:
@@ -127,8 +127,18 @@ def test_flexible_plant_conserves_energy():
     qd0 = admissible_velocity(1)
     act = {j: {"phi": Q0[i] + 0.01 * (i + 1), "phid": -qd0[i]} for i, j in enumerate(ACTUATED)}
     tr = jax.jit(
-        lambda: simulate_sampled(plant, lambda t, y, d: jnp.zeros(3), None, Q0, qd0, h=0.01,
-                                 t_final=0.3, actuator_state0=act, rtol=1e-10, atol=1e-12)  # fmt: skip
+        lambda: simulate_sampled(
+            plant,
+            lambda t, y, d: jnp.zeros(3),
+            None,
+            Q0,
+            qd0,
+            h=0.01,
+            t_final=0.3,
+            actuator_state0=act,
+            rtol=1e-10,
+            atol=1e-12,
+        )  # fmt: skip
     )()
     assert bool(tr.success)
     E = jax.vmap(lambda y: plant.energy(y))(tr.y)
@@ -186,9 +196,7 @@ def test_bad_flexible_inputs():
     with pytest.raises(ValueError, match="stiffness must be > 0"):
         FlexibleJointPlant(SYSTEM, ACTUATED, rotor_inertia=1, gear_ratio=1, stiffness=0.0)
     with pytest.raises(ValueError, match="damping must be >= 0"):
-        FlexibleJointPlant(
-            SYSTEM, ACTUATED, rotor_inertia=1, gear_ratio=1, stiffness=1, damping=-1
-        )
+        FlexibleJointPlant(SYSTEM, ACTUATED, rotor_inertia=1, gear_ratio=1, stiffness=1, damping=-1)
     with pytest.raises(ValueError, match="no state for"):
         paper_plant().initial_state(Q0, jnp.zeros(7), {"theta1": {"phi": 0, "phid": 0}})
 
@@ -208,8 +216,15 @@ def test_zero_order_hold_matches_exact_discretisation():
         gravity=[0, 0, -9.81],
     )
     tr = jax.jit(
-        lambda: simulate_sampled(model, lambda t, q, qd, d: -kp * q - kd * qd, None,
-                                 jnp.array([0.3]), jnp.array([0.0]), h=h, t_final=1.0)  # fmt: skip
+        lambda: simulate_sampled(
+            model,
+            lambda t, q, qd, d: -kp * q - kd * qd,
+            None,
+            jnp.array([0.3]),
+            jnp.array([0.0]),
+            h=h,
+            t_final=1.0,
+        )  # fmt: skip
     )()
     Ad = np.array([[1, h], [0, 1]])
     Bd = np.array([h**2 / (2 * m), h / m])
@@ -243,8 +258,9 @@ def test_impact_found_by_event_and_applied_as_reset():
         return -2000.0 * (phi - qa0) - 100.0 * phid
 
     tr = jax.jit(
-        lambda: simulate_sampled(plant, hold, None, Q0, jnp.zeros(7), h=0.002, t_final=0.3,
-                                 impact=impact)  # fmt: skip
+        lambda: simulate_sampled(
+            plant, hold, None, Q0, jnp.zeros(7), h=0.002, t_final=0.3, impact=impact
+        )  # fmt: skip
     )()
     assert bool(tr.success)
     np.testing.assert_allclose(tr.impact_time, t_hit, atol=1e-10)
