@@ -1,5 +1,6 @@
-r"""The 3-RPR planar parallel manipulator of Ider et al., Section 6 (rigid joints; the flexible
-joint drives of that paper are not modelled here).
+r"""The 3-RPR planar parallel manipulator of Ider et al., Section 6 (rigid joints; its flexible
+drives are `jaxmb.flexible.FlexibleJointPlant` on this system, and the whole case study is
+`jaxmb.control.rpr3_flexible`).
 
 Three legs, each a revolute base joint (actuated: theta1, theta3, theta5 at A, B, C), a prismatic
 joint (xi2, xi4, xi6) and a revolute joint to the moving platform, a triangle DEF. The loops are cut
