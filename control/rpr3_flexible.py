@@ -167,7 +167,7 @@ def run_rpr3_flexible(
     rep = analyse(controller, plant, tr.t[k], jax.tree.map(lambda a: a[k], tr.y))
     summary = _summary(tr, t, e, rep, omega, err, system, impact)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    _tables(out, t, e, x, x_d, xdot, sig, tr)
+    _tables(out, t, e, x, x_d, xdot, sig)
     if plots:
         _figures(out, t, x, x_d, xdot, xd_dot, sig, tr, rep)
     return summary
@@ -251,7 +251,7 @@ def _summary(tr, t, e, rep, omega, err, system, impact) -> dict:
     return out
 
 
-def _tables(out, t, e, x, x_d, xdot, sig, tr):
+def _tables(out, t, e, x, x_d, xdot, sig):
     windows = [(0.0, 0.25), (0.25, 1.0), (1.0, np.inf)]
     with open(out / "tracking_errors.csv", "w", newline="") as fh:
         w = csv.writer(fh)
@@ -278,7 +278,6 @@ def _tables(out, t, e, x, x_d, xdot, sig, tr):
         w = csv.writer(fh)
         w.writerow(list(cols))
         w.writerows(zip(*[np.asarray(v).tolist() for v in cols.values()], strict=True))
-    del tr
 
 
 def _figures(out, t, x, x_d, xdot, xd_dot, sig, tr, rep):

@@ -31,10 +31,10 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .dynamics import forward_dynamics
+from .dynamics import bias_forces, forward_dynamics, mass_matrix
 from .model import Model, _checked
 from .plant import AbstractPlant, _finite_state
-from .projection import ConstrainedSystem
+from .projection import ConstrainedSystem, constraint_bias, constraint_jacobian
 from .projection import forward_dynamics as projected_forward_dynamics
 
 __all__ = ["FlexibleJointPlant", "RotorLoaded", "rigid_limit"]
@@ -218,28 +218,21 @@ class RotorLoaded(eqx.Module):
         self.system, self.driven, self.inertia = system, tuple(driven), jnp.asarray(inertia)
 
     def accelerations(self, q, qd, Q) -> Array:
-        """``qdd`` under generalized force ``Q``: the rotor inertia enters as a force ``-I^r
-        qdd_a`` solved with the rest (one linear solve on the rigid system's terms)."""
-        from .dynamics import mass_matrix
-        from .projection import projected_terms
-
+        """``qdd`` under generalized force ``Q``, with the rotor inertias added to the driven
+        coordinates' diagonal of M. A `ConstrainedSystem` is solved in the Lagrangian form
+        ``[M A^T; A 0] [qdd; lambda] = [Q - h; -Adot qd]`` (Aghili (2005) Appendix B): a route
+        independent of the projection the flexible plant integrates."""
         idx = jnp.asarray(self.driven)
-        if isinstance(self.system, ConstrainedSystem):
-            # the Lagrangian form [M A^T; A 0] [qdd; lambda] = [Q - h; -Adot qd]: a second
-            # route, independent of the projection the flexible plant integrates
-            from .projection import constraint_bias, constraint_jacobian
-
-            t = projected_terms(self.system, q, qd)
-            M = t.M.at[idx, idx].add(self.inertia)
-            A = constraint_jacobian(self.system, q)
-            k = A.shape[0]
-            K = jnp.block([[M, A.T], [A, jnp.zeros((k, k), dtype=M.dtype)]])
-            rhs = jnp.concatenate([Q - t.h, -constraint_bias(self.system, q, qd)])
-            return jnp.linalg.solve(K, rhs)[: M.shape[0]]
-        from .dynamics import bias_forces
-
-        M = mass_matrix(self.system, q).at[idx, idx].add(self.inertia)
-        return jnp.linalg.solve(M, Q - bias_forces(self.system, q, qd))
+        model = self.system.model if isinstance(self.system, ConstrainedSystem) else self.system
+        M = mass_matrix(model, q).at[idx, idx].add(self.inertia)
+        rhs = Q - bias_forces(model, q, qd)
+        if not isinstance(self.system, ConstrainedSystem):
+            return jnp.linalg.solve(M, rhs)
+        A = constraint_jacobian(self.system, q)
+        k = A.shape[0]
+        K = jnp.block([[M, A.T], [A, jnp.zeros((k, k), dtype=M.dtype)]])
+        b = jnp.concatenate([rhs, -constraint_bias(self.system, q, qd)])
+        return jnp.linalg.solve(K, b)[: M.shape[0]]
 
 
 def rigid_limit(plant: FlexibleJointPlant) -> RotorLoaded:

@@ -264,16 +264,16 @@ def simulate_sampled(
             jax.debug.callback(tick, k, ordered=True)
         u, desired = command(t0, y)
         if impact is None:
-            _, y1, k, ok1, _ = solve(t0, t1, y, u)
+            _, y1, taken, ok1, _ = solve(t0, t1, y, u)
             y1 = correct(y1)
-            return (y1, armed, particle, record, n_steps + k, ok & ok1), (u, desired, y1)
+            return (y1, armed, particle, record, n_steps + taken, ok & ok1), (u, desired, y1)
 
         def cond_fn(t, y, args, **kwargs):
             del args, kwargs
             return jnp.where(armed, gap_of(t, y, particle), 1.0)
 
         event = diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=event_tol, atol=event_tol))
-        te, ye, k, ok1, mask = solve(t0, t1, y, u, event)
+        te, ye, taken, ok1, mask = solve(t0, t1, y, u, event)
         hit = jnp.asarray(jax.tree.leaves(mask)[0]) & armed
 
         def after_impact(_):
@@ -286,11 +286,11 @@ def simulate_sampled(
             return y2, moved, (te, jump, ye), k2, ok2
 
         def no_impact(_):
-            return ye, particle, record, jnp.zeros_like(k), jnp.array(True)
+            return ye, particle, record, jnp.zeros_like(taken), jnp.array(True)
 
         y1, particle1, record1, k2, ok2 = jax.lax.cond(hit, after_impact, no_impact, None)
         y1 = correct(y1)
-        carry = (y1, armed & ~hit, particle1, record1, n_steps + k + k2, ok & ok1 & ok2)
+        carry = (y1, armed & ~hit, particle1, record1, n_steps + taken + k2, ok & ok1 & ok2)
         return carry, (u, desired, y1)
 
     nan = jnp.asarray(np.nan)
