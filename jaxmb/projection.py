@@ -440,6 +440,27 @@ def newton_projection(
     return x, residual(x)
 
 
+@eqx.filter_jit
+def _assemble_newton(system: ConstrainedSystem, q0, free: tuple[int, ...], tol, max_iter):
+    """`assemble`'s iteration, compiled once per system and set of free coordinates (the fixed
+    values and the guess are traced): called eagerly, an un-jitted `fori_loop` would be traced
+    and compiled again at every call, about a second each."""
+    idx_free = jnp.asarray(free)
+
+    def residual(x):
+        return _phi(system, q0.at[idx_free].set(x))
+
+    return newton_projection(
+        residual,
+        q0[idx_free],
+        tol=tol,
+        max_iter=max_iter,
+        atol=system.atol,
+        rtol=system.rtol,
+        line_search=True,
+    )
+
+
 @finite_inputs
 @eqx.filter_jit
 def correct(
@@ -523,20 +544,12 @@ def assemble(
         q0 = _vec(system, guess, "assemble: guess")
     idx_fixed = jnp.asarray([names.index(n) for n in fixed], dtype=int)
     q0 = q0.at[idx_fixed].set(jnp.asarray([fixed[n] for n in fixed], dtype=q0.dtype))
+    x, r = _assemble_newton(system, q0, tuple(free), tol, max_iter)
     idx_free = jnp.asarray(free)
 
     def residual(x):
         return _phi(system, q0.at[idx_free].set(x))
 
-    x, r = newton_projection(
-        residual,
-        q0[idx_free],
-        tol=tol,
-        max_iter=max_iter,
-        atol=system.atol,
-        rtol=system.rtol,
-        line_search=True,
-    )
     err = jnp.max(jnp.abs(r))
     q = q0.at[idx_free].set(x)
     if isinstance(err, jax.core.Tracer):
