@@ -33,3 +33,28 @@ def _free_compiled_code():
     the kernel's per-process mapping limit (vm.max_map_count, 65530 by default)."""
     yield
     jax.clear_caches()
+
+
+# The modules that take longest (measured on the 2-core CI machine), in that order. They are
+# collected first and `.ci/run` keeps the collection order (`--no-loadscope-reorder`; xdist
+# otherwise orders modules by their number of tests), so the two workers end on short modules
+# instead of one waiting minutes for the other's last heavy module.
+_LONGEST_FIRST = (
+    "test_urdf_robots.py",
+    "test_montecarlo.py",
+    "test_flexible_control.py",
+    "test_recursions.py",
+    "test_tuning.py",
+    "test_crane.py",
+    "test_output_error.py",
+    "test_pinocchio.py",
+    "test_simulate_states.py",
+    "test_projection.py",
+    "test_identify_main.py",
+    "test_robust_control.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within

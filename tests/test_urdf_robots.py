@@ -3,8 +3,11 @@
 dynamics, coordinates matched by joint name; mimic joints against Pinocchio's unconstrained
 model reduced by the mimic rules read here from the XML.
 
-The functions run eagerly (`jax.disable_jit`): compiling 69 different trees of up to 101 joints
-would take far longer than evaluating each once."""
+The functions are compiled for every tree: their sweeps are `lax.scan` loops from 17 frames on, so
+compiling one of up to 101 joints takes a few seconds, about a tenth of evaluating it eagerly
+(op by op, every operation is compiled for its shapes, which change with the tree). The compiled
+code is dropped after each test: 69 trees of executables would approach the kernel's
+memory-map limit."""
 
 import glob
 import importlib.metadata
@@ -52,15 +55,20 @@ def _pinocchio_state(pm, model, q, qd):
     return qp, P
 
 
+@pytest.fixture(autouse=True)
+def _free_compiled_code():
+    yield
+    jax.clear_caches()
+
+
 def _ours(model, q, qd, tau):
-    with jax.disable_jit():
-        M = np.asarray(jaxmb.mass_matrix(model, q))
-        h = np.asarray(jaxmb.bias_forces(model, q, qd, method="rnea"))
-        g = np.asarray(jaxmb.gravity_forces(model, q, method="rnea"))
-        try:
-            a = np.asarray(jaxmb.forward_dynamics(model, q, qd, tau))
-        except RuntimeError as err:  # equinox's error: Gamma singular
-            a = str(err)
+    M = np.asarray(jaxmb.mass_matrix(model, q))
+    h = np.asarray(jaxmb.bias_forces(model, q, qd, method="rnea"))
+    g = np.asarray(jaxmb.gravity_forces(model, q, method="rnea"))
+    try:
+        a = np.asarray(jaxmb.forward_dynamics(model, q, qd, tau))
+    except RuntimeError as err:  # equinox's error: Gamma singular
+        a = str(err)
     return M, h, g, a
 
 
