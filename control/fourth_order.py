@@ -190,6 +190,27 @@ def _upsilon(E, C1, C2, C3, C4):
     )  # eq. (25): E C_i with C_i diagonal
 
 
+def _on_both(f, plant, est):
+    """``(f(plant), f(est))``, as one `jax.vmap` over the two parameter sets when the models
+    share their structure (they differ in parameters only): one copy of ``f`` to compile
+    instead of two."""
+    (dyn_p, static_p), (dyn_e, static_e) = (
+        eqx.partition(plant, eqx.is_array),
+        eqx.partition(est, eqx.is_array),
+    )
+    same = jax.tree.structure(dyn_p) == jax.tree.structure(dyn_e) and eqx.tree_equal(
+        static_p, static_e
+    )
+    if not same or any(
+        a.shape != b.shape
+        for a, b in zip(jax.tree.leaves(dyn_p), jax.tree.leaves(dyn_e), strict=True)
+    ):
+        return f(plant), f(est)
+    both = jax.tree.map(lambda a, b: jnp.stack([a, b]), dyn_p, dyn_e)
+    out = jax.vmap(lambda d: f(eqx.combine(d, static_p)))(both)
+    return out[0], out[1]
+
+
 def stability_analysis(
     controller: FourthOrderController,
     plant: FlexibleJointPlant,
@@ -227,8 +248,9 @@ def stability_analysis(
         # B is the torque at zero snap on the true jet, B_est on the controller's estimate
         xd = controller.desired(t)
         zero = jnp.zeros_like(xd[0])
-        B_true, _ = _torque_for_snap(plant, task, estimated_jet(plant, y), zero)
-        B_est, _ = _torque_for_snap(est, task, estimated_jet(est, y), zero)
+        B_true, B_est = _on_both(
+            lambda p: _torque_for_snap(p, task, estimated_jet(p, y), zero)[0], plant, est
+        )
         delta = jnp.linalg.solve(A, B_true - B_est) + (jnp.eye(len(zero)) - E) @ xd[4]
         e_star = jnp.linalg.solve(E, delta) / C[3]  # eq. (31): C4^{-1} E^{-1} delta
         return E, Ups, Upsd, delta, e_star
