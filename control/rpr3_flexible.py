@@ -280,6 +280,34 @@ def _tables(out, t, e, x, x_d, xdot, sig):
         w.writerows(zip(*[np.asarray(v).tolist() for v in cols.values()], strict=True))
 
 
+def _save(plt, fig, axes, path, title=None, hit=float("nan")):
+    """Label, legend and write one figure, with the impact instant marked where there is one."""
+    for a in np.atleast_1d(axes):
+        a.set_xlabel("t, s")
+        a.legend(fontsize=8)
+        if np.isfinite(hit):
+            a.axvline(hit, color="grey", lw=0.5)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _task_figure(plt, t, x, x_d, name, units, path, title, hit):
+    """Figs. 2-3: the platform's position (or rate) in x_G, y_G (left) and theta7 (right)
+    against the reference."""
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+    for i, c in enumerate(COORDS[:2]):
+        ax[0].plot(t, x[:, i], label=f"{c}{name}")
+        ax[0].plot(t, x_d[:, i], "--", lw=1, label=f"{c}{name} desired")
+    ax[0].set_ylabel(units[0])
+    ax[1].plot(t, np.rad2deg(x[:, 2]), label=f"theta7{name}")
+    ax[1].plot(t, np.rad2deg(x_d[:, 2]), "--", lw=1, label="desired")
+    ax[1].set_ylabel(units[1])
+    _save(plt, fig, ax, path, title, hit)
+
+
 def _figures(out, t, x, x_d, xdot, xd_dot, sig, tr, rep):
     import matplotlib
 
@@ -287,39 +315,10 @@ def _figures(out, t, x, x_d, xdot, xd_dot, sig, tr, rep):
     import matplotlib.pyplot as plt
 
     hit = float(tr.impact_time)
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, c in enumerate(COORDS[:2]):
-        ax[0].plot(t, x[:, i], label=c)
-        ax[0].plot(t, x_d[:, i], "--", lw=1, label=f"{c} desired")
-    ax[0].set_ylabel("m")
-    ax[1].plot(t, np.rad2deg(x[:, 2]), label="theta7")
-    ax[1].plot(t, np.rad2deg(x_d[:, 2]), "--", lw=1, label="desired")
-    ax[1].set_ylabel("deg")
-    for a in ax:
-        a.set_xlabel("t, s")
-        a.legend(fontsize=8)
-        if np.isfinite(hit):
-            a.axvline(hit, color="grey", lw=0.5)
-    fig.suptitle("Fig. 2 counterpart: position responses")
-    fig.tight_layout()
-    fig.savefig(out / "fig2_positions.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, c in enumerate(COORDS[:2]):
-        ax[0].plot(t, xdot[:, i], label=f"{c} rate")
-        ax[0].plot(t, xd_dot[:, i], "--", lw=1)
-    ax[0].set_ylabel("m/s")
-    ax[1].plot(t, np.rad2deg(xdot[:, 2]), label="theta7 rate")
-    ax[1].plot(t, np.rad2deg(xd_dot[:, 2]), "--", lw=1)
-    ax[1].set_ylabel("deg/s")
-    for a in ax:
-        a.set_xlabel("t, s")
-        a.legend(fontsize=8)
-    fig.suptitle("Fig. 3 counterpart: velocity responses (the impact's jump is visible)")
-    fig.tight_layout()
-    fig.savefig(out / "fig3_velocities.png", dpi=110)
-    plt.close(fig)
+    _task_figure(plt, t, x, x_d, "", ("m", "deg"), out / "fig2_positions.png",
+                 "Fig. 2 counterpart: position responses", hit)  # fmt: skip
+    _task_figure(plt, t, xdot, xd_dot, " rate", ("m/s", "deg/s"), out / "fig3_velocities.png",
+                 "Fig. 3 counterpart: velocity responses (the impact's jump is visible)", hit)  # fmt: skip
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
     for j in ACTUATED:
@@ -327,21 +326,12 @@ def _figures(out, t, x, x_d, xdot, xd_dot, sig, tr, rep):
         ax[1].step(t, np.asarray(sig[f"motor_torque_{j}"]), where="post", label=f"T*/{j}")
     ax[0].set_ylabel("deflection, deg")
     ax[1].set_ylabel("T* = T / r, N m")
-    for a in ax:
-        a.set_xlabel("t, s")
-        a.legend(fontsize=8)
-    fig.suptitle("Fig. 4 counterpart: elastic deflections and actuator torques")
-    fig.tight_layout()
-    fig.savefig(out / "fig4_deflections_torques.png", dpi=110)
-    plt.close(fig)
+    _save(plt, fig, ax, out / "fig4_deflections_torques.png",
+          "Fig. 4 counterpart: elastic deflections and actuator torques", hit)  # fmt: skip
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     lam = np.asarray(rep.eigenvalues)
     ax.plot(np.asarray(rep.t), lam.real.max(axis=1), label="max Re lambda(Upsilon)")
     ax.plot(np.asarray(rep.t), lam.real.min(axis=1), label="min Re lambda(Upsilon)")
-    ax.set_xlabel("t, s")
     ax.set_ylabel("1/s")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "frozen_time_eigenvalues.png", dpi=110)
-    plt.close(fig)
+    _save(plt, fig, ax, out / "frozen_time_eigenvalues.png")

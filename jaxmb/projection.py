@@ -440,18 +440,19 @@ def newton_projection(
     return x, residual(x)
 
 
+def _free_residual(system: ConstrainedSystem, q0, idx_free):
+    """``Phi`` as a function of the free coordinates, the others held at ``q0``'s values."""
+    return lambda x: _phi(system, q0.at[idx_free].set(x))
+
+
 @eqx.filter_jit
 def _assemble_newton(system: ConstrainedSystem, q0, free: tuple[int, ...], tol, max_iter):
     """`assemble`'s iteration, compiled once per system and set of free coordinates (the fixed
     values and the guess are traced): called eagerly, an un-jitted `fori_loop` would be traced
     and compiled again at every call, about a second each."""
     idx_free = jnp.asarray(free)
-
-    def residual(x):
-        return _phi(system, q0.at[idx_free].set(x))
-
     return newton_projection(
-        residual,
+        _free_residual(system, q0, idx_free),
         q0[idx_free],
         tol=tol,
         max_iter=max_iter,
@@ -546,10 +547,7 @@ def assemble(
     q0 = q0.at[idx_fixed].set(jnp.asarray([fixed[n] for n in fixed], dtype=q0.dtype))
     x, r = _assemble_newton(system, q0, tuple(free), tol, max_iter)
     idx_free = jnp.asarray(free)
-
-    def residual(x):
-        return _phi(system, q0.at[idx_free].set(x))
-
+    residual = _free_residual(system, q0, idx_free)
     err = jnp.max(jnp.abs(r))
     q = q0.at[idx_free].set(x)
     if isinstance(err, jax.core.Tracer):
