@@ -123,20 +123,23 @@ def run_crane(
     progress: bool = True,
     plots: bool = True,
     plant=None,
+    gains: dict | None = None,
 ) -> dict:
     """Run the crane (closed loop, or ``commands`` open loop) and write the report into
     ``out``; returns the summary. ``plant`` replaces the spec's plant (e.g. with identified
-    hydraulic parameters); the VDC controller then uses it as its model too."""
+    hydraulic parameters); the VDC controller then uses it as its model too. ``gains``
+    override `GAINS` (e.g. those `jaxmb tune` wrote)."""
     plant = lift_tilt_crane_plant(payload=payload) if plant is None else plant
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+    gains = {**GAINS, **(gains or {})}
     if commands is None:
-        controller = crane_controller(plant)
+        controller = crane_controller(plant, **gains)
         tr = eqx.filter_jit(
             lambda p, c: crane_closed_loop(p, c, ts, progress=progress, throw=False)
         )(plant, controller)
         control = control_series(controller, tr)
         extra = {"mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91)) on the A-B-C-D task",
-                 "gains": GAINS}  # fmt: skip
+                 "gains": gains}  # fmt: skip
     else:
         tr = eqx.filter_jit(
             lambda p: crane_replay(p, commands, ts, progress=progress, throw=False)

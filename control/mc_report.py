@@ -140,7 +140,8 @@ def _plots(out: Path, table: pa.Table, study, summary: dict) -> None:
         nominal = np.asarray([summary["nominal_parameters"][n] for n in names])
         vals = np.asarray([[w["parameters"][n] for n in names] for w in worst])
         rel = np.where(nominal != 0, vals / np.where(nominal != 0, nominal, 1.0), vals)
-        fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(names), 0.8 + 0.35 * len(worst)))
+        # 2 in below the rows for the rotated parameter names (the crane's are long)
+        fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(names), 2.4 + 0.35 * len(worst)))
         im = ax.imshow(rel, aspect="auto", cmap="coolwarm")
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
         labels = [f"#{w['sample']}{' (failed)' if w['failed'] else ''}" for w in worst]

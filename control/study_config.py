@@ -45,6 +45,8 @@ import json
 import tomllib
 from pathlib import Path
 
+import numpy as np
+
 from .sampling import Distribution, Parameter
 from .studies import SolverOptions, arm_study, crane_study
 
@@ -117,8 +119,12 @@ def read_gains(path, scenario: str) -> dict:
 
 
 def write_gains(path, scenario: str, gains: dict, **extra) -> None:
-    """Gains as JSON (``jaxmb simulate --gains`` and ``[controller] gains`` read them)."""
-    body = {"scenario": scenario, "gains": {k: list(map(float, v)) for k, v in gains.items()}}
+    """Gains as JSON (``jaxmb simulate --gains`` and ``[controller] gains`` read them): a list
+    per gain, a number for the crane's scalar ``k_v`` and ``k_0``."""
+    body = {
+        "scenario": scenario,
+        "gains": {k: np.asarray(v, float).tolist() for k, v in gains.items()},
+    }
     Path(path).write_text(json.dumps({**body, **extra}, indent=1))
 
 

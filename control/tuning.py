@@ -43,7 +43,7 @@ from .bounds import ultimate_bounds
 from .robust import RobustController
 from .studies import ArmStudy
 
-__all__ = ["TuningWeights", "GAIN_NAMES", "tuning_loss", "tune", "diagnose"]
+__all__ = ["TuningWeights", "GAIN_NAMES", "tuning_loss", "tune", "diagnose", "adam_search"]
 
 GAIN_NAMES = ("Lambda", "K", "kappa", "eps")
 
@@ -188,65 +188,43 @@ def tune(
                      replace(study.options, rtol=rtol, atol=atol), progress)  # fmt: skip
 
 
-def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress) -> dict:
+def adam_search(step, g0: dict, out: Path, *, steps: int, learning_rate: float, record,
+                progress: bool = True) -> list[dict]:  # fmt: skip
+    """Adam over log-gains ``theta`` (``g = g0 exp(theta)``, from ``theta = 0``), the loop both
+    tuners share.
+
+    ``step(theta) -> ((J, aux), dJ/dtheta)``; ``record(k, J, aux, theta) -> row`` makes the
+    history row of step ``k`` (a dict of floats) and raises where the step's runs failed.
+    Writes ``out/history.csv`` and ``out/tune_state.json`` (the optimiser's state) after every
+    step; called again on the same ``out`` with the same ``g0`` it resumes from the last step.
+    Adam's step decays exponentially to a tenth of ``learning_rate`` over ``steps``, so that
+    the gains settle rather than circle. Returns the history."""
     out.mkdir(parents=True, exist_ok=True)
-    g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
-    values = jnp.asarray(study.values(indices))
-    # the step decays to a tenth over the run, so that the gains settle rather than circle
     opt = optax.adam(optax.exponential_decay(learning_rate, steps, 0.1))
-    theta = {k: jnp.zeros_like(g0[k]) for k in GAIN_NAMES}
+    theta = {k: jnp.zeros_like(v) for k, v in g0.items()}
     state = opt.init(theta)
     history: list[dict] = []
     state_path, hist_path = out / "tune_state.json", out / "history.csv"
+    g0_json = {k: np.asarray(v).tolist() for k, v in g0.items()}
     if state_path.exists():
         saved = json.loads(state_path.read_text())
-        if saved.get("g0") == {k: np.asarray(v).tolist() for k, v in g0.items()}:
+        if saved.get("g0") == g0_json:
             leaves = [jnp.asarray(x) for x in saved["state"]]
             theta, state = jax.tree.unflatten(jax.tree.structure((theta, state)), leaves)
             history = saved["history"]
-    step = eqx.filter_jit(
-        jax.value_and_grad(
-            lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
-        )
-    )
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, initial=min(len(history), steps), desc="tune", unit="step")
-    n = len(study.coordinate_names)
     while len(history) < steps:
         (J, aux), g = step(theta)
-        gains = gains_of(theta, g0)
-        feasible = bool(
-            jnp.all(gains["kappa"] > (1 + weights.margin) * aux["dbar"]) & jnp.all(aux["peak"] <= 1)
-        )
-        row = {"step": len(history), "loss": float(J), "feasible": feasible}
-        row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering")})
-        for i in range(n):
-            row[f"dbar_{i}"] = float(aux["dbar"][i])
-            row[f"bound_e_{i}"] = float(aux["bound_e"][i])
-            row[f"peak_{i}"] = float(aux["peak"][i])
-            for k in GAIN_NAMES:
-                row[f"{k}_{i}"] = float(gains[k][i])
-        if not bool(aux["success"]) or not np.isfinite(row["loss"]):
-            raise RuntimeError(
-                f"tune: step {row['step']}: a tuning run failed or the loss is not finite "
-                f"(gains { ({k: np.asarray(v).tolist() for k, v in gains.items()}) }); lower the "
-                "learning rate or widen the solver's max_steps"
-            )
+        row = record(len(history), J, aux, theta)
         history.append(row)
         updates, state = opt.update(g, state, theta)
         theta = optax.apply_updates(theta, updates)
-        state_path.write_text(
-            json.dumps(
-                {
-                    "g0": {k: np.asarray(v).tolist() for k, v in g0.items()},
-                    "state": [np.asarray(x).tolist() for x in jax.tree.leaves((theta, state))],
-                    "history": history,
-                }
-            )
-        )
+        leaves = [np.asarray(x).tolist() for x in jax.tree.leaves((theta, state))]
+        state_path.write_text(json.dumps({"g0": g0_json, "state": leaves, "history": history}))
         with open(hist_path, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(history[0]))
             w.writeheader()
@@ -256,6 +234,47 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
             bar.update(1)
     if bar is not None:
         bar.close()
+    return history
+
+
+def failed_step(k: int, gains: dict) -> RuntimeError:
+    """The error of a tuning step whose runs failed or whose loss is not finite."""
+    shown = {n: np.asarray(v).tolist() for n, v in gains.items()}
+    return RuntimeError(
+        f"tune: step {k}: a tuning run failed or the loss is not finite (gains {shown}); lower "
+        "the learning rate or widen the solver's max_steps"
+    )
+
+
+def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress) -> dict:
+    g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
+    values = jnp.asarray(study.values(indices))
+    step = eqx.filter_jit(
+        jax.value_and_grad(
+            lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
+        )
+    )
+    n = len(study.coordinate_names)
+
+    def record(index, J, aux, theta):
+        gains = gains_of(theta, g0)
+        feasible = bool(
+            jnp.all(gains["kappa"] > (1 + weights.margin) * aux["dbar"]) & jnp.all(aux["peak"] <= 1)
+        )
+        row = {"step": index, "loss": float(J), "feasible": feasible}
+        row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering")})
+        for i in range(n):
+            row[f"dbar_{i}"] = float(aux["dbar"][i])
+            row[f"bound_e_{i}"] = float(aux["bound_e"][i])
+            row[f"peak_{i}"] = float(aux["peak"][i])
+            for g in GAIN_NAMES:
+                row[f"{g}_{i}"] = float(gains[g][i])
+        if not bool(aux["success"]) or not np.isfinite(row["loss"]):
+            raise failed_step(index, gains)
+        return row
+
+    history = adam_search(step, g0, out, steps=steps, learning_rate=learning_rate,
+                          record=record, progress=progress)  # fmt: skip
     # the result: the step of least loss among those that met eq. (25) with the margin and
     # the limits (the last step if none did), checked on the tuning sample with its own dbar
     ok = [h for h in history if h["feasible"]] or history[-1:]

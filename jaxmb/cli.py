@@ -137,6 +137,16 @@ def crane_cmd(args: argparse.Namespace) -> int:
     jax.config.update("jax_enable_x64", True)
     from jaxmb.control.crane_run import run_crane
 
+    gains = None
+    if args.gains is not None:
+        if args.commands is not None:
+            raise SystemExit("jaxmb: --gains: the replay of --commands has no controller")
+        from jaxmb.control.study_config import read_gains
+
+        try:
+            gains = read_gains(args.gains, "crane")
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
     if args.commands is not None:
         from jaxmb.control.crane_report import read_commands
 
@@ -163,9 +173,12 @@ def crane_cmd(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
         print(f"plant and controller model: hydraulic parameters from {args.params}")
+    if gains is not None:
+        print(f"VDC gains from {args.gains}: {gains}")
     summary = run_crane(
         out,
         plant=plant,
+        gains=gains,
         commands=table,
         t_final=t_final,
         dt_save=args.dt_save,
@@ -518,17 +531,29 @@ def tune_cmd(args: argparse.Namespace) -> int:
         raise SystemExit(f"jaxmb tune: {err}") from None
     tuned, given = summary["gains"]["tuned"], summary["gains"]["given"]
     for label, g in (("given", given), ("tuned", tuned)):
-        cols = [f"{k} " + " ".join(f"{x:.3g}" for x in v) for k, v in g.items()]
+        cols = [f"{k} " + " ".join(f"{x:.3g}" for x in np.atleast_1d(v)) for k, v in g.items()]
         print(f"{label} gains: " + " | ".join(cols))
     for name in ("given", "tuned"):
         v = summary[f"validation_{name}"]
         print(f"validation ({name} gains, {v['samples']} fresh samples, {v['failed']} failed):")
         for c, r in v.items():
-            if isinstance(r, dict):
+            if not isinstance(r, dict) or not all(r.values()):
+                continue  # a count, or figures of a sample set that all failed
+            if "kappa" in r:
                 print(
                     f"  {c:>6}: kappa {r['kappa']:.4g} vs dbar {r['dbar_max']:.4g} "
                     f"({'holds' if r['kappa_exceeds_dbar'] else 'fails'}), bound "
                     f"{r['ultimate_bound_e']:.4g}, measured max error {r['max_error_max']}"
+                )
+            elif "rmse" in r:
+                print(
+                    f"  {c:>6}: rmse p95 {r['rmse']['p95']:.3g} rad, max error after the "
+                    f"transient p95 {r['max_error']['p95']:.3g} rad"
+                )
+            else:
+                print(
+                    f"  {c:>6}: peak command p95 {r['peak_command']['p95']:.3g} V "
+                    f"(limit {r['u_max']:g}), saturated p95 {r['saturation_time_s']['p95']:.3g} s"
                 )
     for line in summary["tuning"]["conflicts"]:
         print(f"conflict: {line}")
@@ -609,7 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
         "model takes its bodies; the crane's plant and VDC model take its hydraulic parameters",
     )
     p.add_argument(
-        "--gains", default=None, help="arm: gains.json of `jaxmb tune` (overrides --K etc.)"
+        "--gains",
+        default=None,
+        help="gains.json of `jaxmb tune` (arm: overrides --K etc.; crane: the VDC gains)",
     )
     p.add_argument(
         "--omega", type=float, default=None, help="rpr3-flexible: ITAE bandwidth, rad/s (50)"

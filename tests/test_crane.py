@@ -129,9 +129,10 @@ def test_solver_against_a_tight_reference(plant, closed_loop, abcd_run):
 
 def test_virtual_stability_along_a_run(plant, closed_loop):
     """Eq. (99): along a run of the same task at 4 s per segment (no valve saturates), the
-    accompanying function v of eqs. (95)-(98) decreases at least as fast as the bound; with the
-    controller's model equal to the plant the two agree to round-off (the proof is an identity
-    when nothing saturates), and the tracking error stays at the level of the solver tolerance."""
+    accompanying function v of eqs. (95)-(98) decreases as fast as the bound or faster; with the
+    controller's model equal to the plant, dv/dt is the bound less the friction mismatch
+    term of eq. (C.12), to round-off (the proof is an identity when nothing saturates), and the
+    tracking error stays at the level of the solver tolerance."""
     slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=4.0)
     ctrl = crane_controller(plant, slow)
     tr = closed_loop(plant, ctrl, jnp.asarray(RTOL), jnp.asarray(ATOL))
@@ -148,13 +149,17 @@ def test_virtual_stability_along_a_run(plant, closed_loop):
             )
         )
     )
-    v, vdot, bound = check(
+    v, vdot, bound, friction = check(
         tr.t[pick], tr.q[pick], tr.qd[pick], jax.tree.map(lambda x: x[pick], acts)
     )
     scale = float(jnp.abs(bound).max())
     assert scale > 0 and float(v.max()) > 0
-    assert float((vdot - bound).max()) <= 1e-9 * scale  # eq. (99)
-    np.testing.assert_allclose(vdot, bound, atol=1e-9 * scale)
+    np.testing.assert_allclose(vdot, bound - friction, atol=1e-9 * scale)  # eq. (C.12)
+    # eq. (C.13) assumes an increasing friction law; the spec's Stribeck dip (F_s > F_c) makes
+    # the term slightly negative at some instants (measured: -1.1e-11 against a largest 3.0e-9)
+    fmax = float(friction.max())
+    assert fmax > 0 and float(friction.min()) >= -0.01 * fmax
+    assert float((vdot - bound).max()) <= 0.01 * fmax  # eq. (99), up to that dip
     assert float(bound.max()) <= 0.0
 
 

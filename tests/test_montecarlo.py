@@ -3,8 +3,9 @@
 Checked: a sample's figures against an independent `simulate` of the same perturbed plant;
 failed solves recorded with their parameters and null figures; the same results whatever the
 chunk size, the device count (4 forced host devices) and the process count (two processes under
-jax.distributed); a study killed part-way resumes to the same file; the CLI's report; the
-crane's study; configuration errors that name the key."""
+jax.distributed); a study killed part-way resumes to the same file; the CLI's report;
+configuration errors that name the key. The crane's study is checked in
+tests/test_crane_tuning.py, where `jaxmb tune` validates gains on it."""
 
 import json
 import os
@@ -275,29 +276,3 @@ def test_configuration_errors_name_the_key(tmp_path, edit, match):
     path.write_text(edit)
     with pytest.raises(ValueError, match=match):
         study_config.build_study(study_config.load_config(path))
-
-
-def test_crane_study(tmp_path):
-    """The crane's study (shipped config, 0.6 s from rest at waypoint A): its columns, no
-    failure, and figures a holding crane must show (the arm's study is checked against an
-    independent `simulate`; the crane shares that code path)."""
-    text = (REPO / "data" / "montecarlo_crane.toml").read_text()
-    text = text.replace("t_final = 18.0", "t_final = 0.6").replace("lanes = 16", "lanes = 1")
-    path = tmp_path / "crane.toml"
-    path.write_text(text)
-    study, ctrl, _, _, lanes, desc = study_config.build_study(
-        study_config.load_config(path), samples=2, chunk=2
-    )
-    table = run_study(study, ctrl, tmp_path / "out", samples=2, chunk=2, description=desc,
-                      progress=False, lanes=lanes)  # fmt: skip
-    for c in ("rmse_q1", "valve_saturation_time_lift", "cavitation_time_tilt",
-              "pressure_limits_hit", "peak_effort_tilt", "body.payload.mass"):  # fmt: skip
-        assert c in table.column_names
-    assert not any(table["failed"].to_pylist())
-    np.testing.assert_array_equal(
-        np.asarray(table["body.payload.mass"]), study.values([0, 1])[:, 2]
-    )
-    # the task starts at rest at A with the segment A-B: errors stay small, nothing saturates
-    assert max(table["rmse_q1"].to_pylist() + table["rmse_q2"].to_pylist()) < 0.02
-    assert max(table["valve_saturation_time_lift"].to_pylist()) <= 0.6
-    assert all(u > 0 for u in table["peak_effort_lift"].to_pylist())  # the valve works
