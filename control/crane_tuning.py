@@ -55,6 +55,7 @@ __all__ = [
     "vdc_controller_with",
     "crane_tuning_terms",
     "crane_tuning_loss",
+    "loss_of_terms",
     "crane_loss_and_gradient",
     "crane_conflicts",
     "tune_crane",
@@ -130,11 +131,12 @@ def crane_tuning_terms(
     }
 
 
-def crane_tuning_loss(theta, g0, study, base, values, weights: CraneTuningWeights, options,
-                      adjoint=None):  # fmt: skip
-    """``(J, aux)`` for the samples ``values`` (M, P); see the module docstring."""
-    ctrl = vdc_controller_with(base, vdc_gains_of(theta, g0))
-    terms = jax.vmap(lambda v: crane_tuning_terms(study, ctrl, v, options, adjoint))(values)
+# the terms the loss is made of (differentiated); the others are reported only
+_LOSS_TERMS = ("rmse", "effort", "chattering", "saturation", "pressure")
+
+
+def loss_of_terms(terms: dict, weights: CraneTuningWeights):
+    """``(J, aux)`` from the samples' stacked terms (`crane_tuning_terms`, leading axis M)."""
     r = jnp.asarray(weights.tolerated_error)
     track = jnp.sum((terms["rmse"] / r[None, :]) ** 2, axis=1)  # (M,)
     if weights.cvar is not None:
@@ -151,44 +153,76 @@ def crane_tuning_loss(theta, g0, study, base, values, weights: CraneTuningWeight
         + weights.chattering * parts["chattering"]
         + weights.penalty * (parts["saturation"] + parts["pressure"])
     )
-    aux = {
-        "tracking": track_term,
-        **parts,
-        "peak": jnp.max(terms["peak"], axis=0),  # (m,) x u_max, over the samples
-        "pressure_excess": jnp.max(terms["pressure_excess"], axis=0),  # (2 m,)
-        "rmse": jnp.max(terms["rmse"], axis=0),  # (n,) the worst sample's
-        "success": jnp.all(terms["success"]),
-    }
+    aux = {"tracking": track_term, **parts, "rmse": jnp.max(terms["rmse"], axis=0)}
+    if "peak" in terms:
+        aux["peak"] = jnp.max(terms["peak"], axis=0)  # (m,) x u_max, over the samples
+        aux["pressure_excess"] = jnp.max(terms["pressure_excess"], axis=0)  # (2 m,)
+        aux["success"] = jnp.all(terms["success"])
     return J, aux
 
 
+def crane_tuning_loss(theta, g0, study, base, values, weights: CraneTuningWeights, options):
+    """``(J, aux)`` for the samples ``values`` (M, P), their closed loops vmapped; see the
+    module docstring."""
+    ctrl = vdc_controller_with(base, vdc_gains_of(theta, g0))
+    terms = jax.vmap(lambda v: crane_tuning_terms(study, ctrl, v, options))(values)
+    return loss_of_terms(terms, weights)
+
+
 @eqx.filter_jit
-def _loss_and_jacfwd(theta, g0, study, base, values, weights, options):
-    """``((J, aux), dJ/dtheta)`` by one forward-mode pass (compiled once per study layout:
-    every argument but the weights and options is traced)."""
+def _terms_and_jacobian(theta, g0, study, base, value, options):
+    """One sample's terms and their Jacobian with respect to the flattened ``theta``, by one
+    forward-mode pass through its solve (compiled once per study layout: every argument but
+    the options is traced)."""
     flat, unravel = ravel_pytree(theta)
 
     def f(x):
-        J, aux = crane_tuning_loss(unravel(x), g0, study, base, values, weights, options,
-                                   diffrax.ForwardMode())  # fmt: skip
-        return J, (J, aux)
+        ctrl = vdc_controller_with(base, vdc_gains_of(unravel(x), g0))
+        t = crane_tuning_terms(study, ctrl, value, options, diffrax.ForwardMode())
+        return {k: t[k] for k in _LOSS_TERMS}, t
 
-    grad, (J, aux) = jax.jacfwd(f, has_aux=True)(flat)
-    return (J, aux), unravel(grad)
+    return jax.jacfwd(f, has_aux=True)(flat)[::-1]
+
+
+@eqx.filter_jit
+def _chain(terms, jacobians, weights):
+    """``((J, aux), dJ/dtheta)`` from the stacked terms and their Jacobians (chain rule through
+    `loss_of_terms`)."""
+    J, pullback, aux = jax.vjp(
+        lambda t: loss_of_terms({**terms, **t}, weights), {k: terms[k] for k in _LOSS_TERMS},
+        has_aux=True,
+    )  # fmt: skip
+    (cot,) = pullback(jnp.ones_like(J))
+    grad = sum(jnp.tensordot(cot[k], jacobians[k], axes=cot[k].ndim) for k in _LOSS_TERMS)
+    return (J, aux), grad
 
 
 def crane_loss_and_gradient(study: CraneStudy, base: VDCController, values,
                             weights: CraneTuningWeights = CraneTuningWeights(),
                             rtol: float = 1e-8, atol: float = 1e-10):  # fmt: skip
-    """``(fn, g0)``: ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains,
-    by forward mode through the solve (one pass gives the loss and its eight directional
-    derivatives). Call it inside `jaxmb.model.failures_as_nan` when a sample may leave the
-    crane's domain: that sample is then a failed run (``aux["success"]`` False) instead of an
-    error for the whole batch."""
+    """``(fn, g0)``: ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains.
+
+    Each sample's closed loop is solved on its own with the derivatives of its terms along all
+    eight log-gains (forward mode: one pass each), and the loss and its gradient are assembled
+    from them. One sample at a time, not vmapped: on CPU a vmapped batch is not faster (one
+    core runs a while loop), waits for its slowest sample, and the forward-mode pass over four
+    vmapped 2 s crane runs was measured to stall (the process idle in XLA's runtime, never
+    returning); one sample's pass compiles once and is reused for all. Call it inside
+    `jaxmb.model.failures_as_nan` when a sample may leave the crane's domain: that sample is
+    then a failed run (``aux["success"]`` False) instead of an error for the whole batch."""
     g0 = {k: jnp.asarray(getattr(base, k), float) for k in VDC_GAINS}
     options = replace(study.options, rtol=rtol, atol=atol)
     values = jnp.asarray(values)
-    return (lambda theta: _loss_and_jacfwd(theta, g0, study, base, values, weights, options)), g0
+
+    def fn(theta):
+        flat, unravel = ravel_pytree(theta)
+        runs = [_terms_and_jacobian(theta, g0, study, base, v, options) for v in values]
+        terms = jax.tree.map(lambda *x: jnp.stack(x), *(t for t, _ in runs))
+        jacobians = jax.tree.map(lambda *x: jnp.stack(x), *(j for _, j in runs))
+        (J, aux), grad = _chain(terms, jacobians, weights)
+        return (J, aux), unravel(grad)
+
+    return fn, g0
 
 
 def _columns(gains: dict) -> dict[str, float]:
