@@ -4,7 +4,8 @@
 plain ``jaxmb`` runs it on the bundled KR300 recordings).
 ``jaxmb simulate`` runs the Section IV closed-loop scenario and writes its report.
 ``jaxmb montecarlo CONFIG.toml --out DIR`` runs a Monte Carlo robustness study (resumable).
-``jaxmb tune`` tunes the robust controller's gains against the practical-stability bounds.
+``jaxmb tune`` tunes the robust controller's gains against the practical-stability bounds (the
+arm), or the VDC gains within the valve and pressure limits (the crane).
 ``jaxmb state`` (also ``jaxmb --q ...``) prints, for the 3-DoF series-parallel arm at a given
 state, Gamma, the per-body Gamma_i, h, the gravity force and the forward-dynamics acceleration.
 """
@@ -728,13 +729,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=montecarlo_cmd)
     p = sub.add_parser(
         "tune",
-        help="tune the robust controller's gains by gradient over a Monte Carlo sample",
-        description="Tune Lambda, K, kappa, eps of eq. (18) through the simulation over the "
+        help="tune controller gains by gradient over a Monte Carlo sample (arm or crane)",
+        description="Tune Lambda, K, kappa, eps of eq. (18) (scenario section_iv) or the VDC "
+        "gains lam, k_v, k_0, k_x, k_f (scenario crane) through the simulation over the "
         "[tune] samples of CONFIG.toml (a montecarlo config with a [tune] section), then "
         "validate the tuned and the given gains on a fresh sample. Writes gains.json "
         "(`jaxmb simulate --gains`, `jaxmb montecarlo --gains`), history.csv and plots.",
     )
-    p.add_argument("config", help="the study's TOML file (see data/tune_section_iv.toml)")
+    p.add_argument(
+        "config",
+        help="the study's TOML file (data/montecarlo_section_iv.toml, data/montecarlo_crane.toml)",
+    )
     p.add_argument("--out", default="out/tune", help="output folder (resumes if it has a run)")
     p.add_argument("--steps", type=int, default=None, help="Adam steps (overrides [tune])")
     p.add_argument(

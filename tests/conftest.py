@@ -41,6 +41,7 @@ def _free_compiled_code():
 # instead of one waiting minutes for the other's last heavy module.
 _LONGEST_FIRST = (
     "test_urdf_robots.py",
+    "test_crane_tuning.py",
     "test_montecarlo.py",
     "test_flexible_control.py",
     "test_recursions.py",
