@@ -45,13 +45,12 @@ from jaxmb.model import failures_as_nan
 from jaxmb.simulate import simulate
 
 from .studies import CraneStudy, SolverOptions
-from .tuning import adam_search, failed_step
+from .tuning import adam_search, failed_step, gains_of, tracking_term
 from .vdc_control import VDCController
 
 __all__ = [
     "VDC_GAINS",
     "CraneTuningWeights",
-    "vdc_gains_of",
     "vdc_controller_with",
     "crane_tuning_terms",
     "crane_tuning_loss",
@@ -80,11 +79,6 @@ class CraneTuningWeights:
     chattering: float = 0.01
     penalty: float = 1000.0
     cvar: float | None = None
-
-
-def vdc_gains_of(theta: dict, g0: dict) -> dict:
-    """Gains from log-parameters: ``g = g0 exp(theta)``."""
-    return {k: g0[k] * jnp.exp(theta[k]) for k in VDC_GAINS}
 
 
 def vdc_controller_with(base: VDCController, gains: dict) -> VDCController:
@@ -137,13 +131,7 @@ _LOSS_TERMS = ("rmse", "effort", "chattering", "saturation", "pressure")
 
 def loss_of_terms(terms: dict, weights: CraneTuningWeights):
     """``(J, aux)`` from the samples' stacked terms (`crane_tuning_terms`, leading axis M)."""
-    r = jnp.asarray(weights.tolerated_error)
-    track = jnp.sum((terms["rmse"] / r[None, :]) ** 2, axis=1)  # (M,)
-    if weights.cvar is not None:
-        k = max(1, int(np.ceil(weights.cvar * track.shape[0])))
-        track_term = jnp.mean(jax.lax.top_k(track, k)[0])
-    else:
-        track_term = jnp.mean(track)
+    track_term = tracking_term(terms["rmse"], weights.tolerated_error, weights.cvar)
     parts = {k: jnp.mean(jnp.sum(terms[k] ** 2, axis=1)) for k in ("effort", "chattering")} | {
         k: jnp.mean(jnp.sum(terms[k], axis=1)) for k in ("saturation", "pressure")
     }
@@ -164,7 +152,7 @@ def loss_of_terms(terms: dict, weights: CraneTuningWeights):
 def crane_tuning_loss(theta, g0, study, base, values, weights: CraneTuningWeights, options):
     """``(J, aux)`` for the samples ``values`` (M, P), their closed loops vmapped; see the
     module docstring."""
-    ctrl = vdc_controller_with(base, vdc_gains_of(theta, g0))
+    ctrl = vdc_controller_with(base, gains_of(theta, g0))
     terms = jax.vmap(lambda v: crane_tuning_terms(study, ctrl, v, options))(values)
     return loss_of_terms(terms, weights)
 
@@ -177,7 +165,7 @@ def _terms_and_jacobian(theta, g0, study, base, value, options):
     flat, unravel = ravel_pytree(theta)
 
     def f(x):
-        ctrl = vdc_controller_with(base, vdc_gains_of(unravel(x), g0))
+        ctrl = vdc_controller_with(base, gains_of(unravel(x), g0))
         t = crane_tuning_terms(study, ctrl, value, options, diffrax.ForwardMode())
         return {k: t[k] for k in _LOSS_TERMS}, t
 
@@ -289,7 +277,7 @@ def tune_crane(
     names, acts = study.coordinate_names, study.plant.actuators
 
     def record(index, J, aux, theta):
-        gains = vdc_gains_of(theta, g0)
+        gains = gains_of(theta, g0)
         peak, px = np.asarray(aux["peak"]), np.asarray(aux["pressure_excess"])
         row = {"step": index, "loss": float(J), "feasible": bool(peak.max() <= 1 and px.max() == 0)}
         row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering", "saturation",

@@ -43,7 +43,16 @@ from .bounds import ultimate_bounds
 from .robust import RobustController
 from .studies import ArmStudy
 
-__all__ = ["TuningWeights", "GAIN_NAMES", "tuning_loss", "tune", "diagnose", "adam_search"]
+__all__ = [
+    "TuningWeights",
+    "GAIN_NAMES",
+    "tuning_loss",
+    "tune",
+    "diagnose",
+    "adam_search",
+    "gains_of",
+    "tracking_term",
+]
 
 GAIN_NAMES = ("Lambda", "K", "kappa", "eps")
 
@@ -73,8 +82,18 @@ class TuningWeights:
 
 
 def gains_of(theta: dict, g0: dict) -> dict:
-    """Gains from log-parameters: ``g = g0 exp(theta)``."""
-    return {k: g0[k] * jnp.exp(theta[k]) for k in GAIN_NAMES}
+    """Gains from log-parameters: ``g = g0 exp(theta)`` (for every gain ``theta`` names)."""
+    return {k: g0[k] * jnp.exp(theta[k]) for k in theta}
+
+
+def tracking_term(rmse, tolerated_error, cvar: float | None):
+    """``sum_i (rmse_i / r_i)^2`` of each sample (``rmse`` (M, n)), averaged over the samples,
+    or over the worst ``cvar`` fraction of them (CVaR)."""
+    track = jnp.sum((rmse / jnp.asarray(tolerated_error)[None, :]) ** 2, axis=1)  # (M,)
+    if cvar is None:
+        return jnp.mean(track)
+    k = max(1, int(np.ceil(cvar * track.shape[0])))
+    return jnp.mean(jax.lax.top_k(track, k)[0])
 
 
 def controller_with(base: RobustController, gains: dict) -> RobustController:
@@ -107,12 +126,7 @@ def tuning_loss(theta, g0, study, base, values, weights: TuningWeights, options)
     ctrl = controller_with(base, gains)
     terms = jax.vmap(lambda v: tuning_terms(study, ctrl, v, options))(values)
     r = jnp.asarray(weights.tolerated_error)
-    track = jnp.sum((terms["rmse"] / r[None, :]) ** 2, axis=1)  # (M,)
-    if weights.cvar is not None:
-        k = max(1, int(np.ceil(weights.cvar * track.shape[0])))
-        track_term = jnp.mean(jax.lax.top_k(track, k)[0])
-    else:
-        track_term = jnp.mean(track)
+    track_term = tracking_term(terms["rmse"], r, weights.cvar)
     effort = jnp.mean(jnp.sum(terms["effort"] ** 2, axis=1))
     chatter = jnp.mean(jnp.sum(terms["chattering"] ** 2, axis=1))
     dbar = jax.lax.stop_gradient(jnp.max(terms["dbar"], axis=0))

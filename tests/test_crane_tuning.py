@@ -24,10 +24,10 @@ from jaxmb.control.crane_tuning import (
     crane_loss_and_gradient,
     crane_tuning_loss,
     vdc_controller_with,
-    vdc_gains_of,
 )
 from jaxmb.control.montecarlo import read_results
 from jaxmb.control.tune_run import TUNING_OFFSET
+from jaxmb.control.tuning import gains_of
 from jaxmb.model import failures_as_nan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def test_vdc_gains_round_trip():
     ctrl = crane_controller()
     g0 = {k: jnp.asarray(getattr(ctrl, k)) for k in VDC_GAINS}
     theta = {k: jnp.full(jnp.shape(g0[k]), 0.5) for k in VDC_GAINS}
-    c = vdc_controller_with(ctrl, vdc_gains_of(theta, g0))
+    c = vdc_controller_with(ctrl, gains_of(theta, g0))
     for k in VDC_GAINS:
         np.testing.assert_allclose(getattr(c, k), np.asarray(g0[k]) * np.exp(0.5), rtol=1e-15)
     assert c.k_x.shape == (2,) and c.lam.shape == (2,) and c.k_v.shape == ()
