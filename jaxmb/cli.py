@@ -142,12 +142,17 @@ def crane_cmd(args: argparse.Namespace) -> int:
     if args.gains is not None:
         if args.commands is not None:
             raise SystemExit("jaxmb: --gains: the replay of --commands has no controller")
+        from jaxmb.control.crane_run import crane_controller
         from jaxmb.control.study_config import read_gains
 
         try:
             gains = read_gains(args.gains, "crane")
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
+        try:
+            crane_controller(**gains)  # shapes and signs, before anything compiles
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
     if args.commands is not None:
         from jaxmb.control.crane_report import read_commands
 

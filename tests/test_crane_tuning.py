@@ -168,6 +168,10 @@ def test_tune_cli_writes_crane_gains_that_montecarlo_and_simulate_load(tuned, ca
     study_config.write_gains(arm, "section_iv", {"K": [1.0, 2.0, 3.0]})
     with pytest.raises(SystemExit, match="expected .*'crane'.* got scenario 'section_iv'"):
         main(["simulate", "--machine", "crane", "--gains", str(arm), "--out", str(out / "sim")])
+    bad = out / "bad_gains.json"
+    study_config.write_gains(bad, "crane", {"lam": [-1.0, 2.0]})
+    with pytest.raises(SystemExit, match=r"VDCController.lam: must be > 0; got \[-1.0, 2.0\]"):
+        main(["simulate", "--machine", "crane", "--gains", str(bad), "--out", str(out / "sim")])
     with pytest.raises(SystemExit, match="--gains: the replay of --commands has no controller"):
         main(["simulate", "--machine", "crane", "--gains", str(out / "gains.json"),
               "--commands", str(cfg), "--out", str(out / "sim")])  # fmt: skip
