@@ -7,6 +7,7 @@ The whole module runs inside one `failures_as_nan` context (as `tune_crane` trac
 gradient `jaxmb tune` compiled is the one the finite-difference test evaluates."""
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,7 +60,13 @@ def tuned(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("crane_tune")
     cfg, out = tiny_config(tmp), tmp / "tune"
-    assert main(["tune", str(cfg), "--out", str(out), "--steps", "3", "--quiet"]) == 0
+    flags = os.environ.get("XLA_FLAGS")
+    try:
+        assert main(["tune", str(cfg), "--out", str(out), "--steps", "3", "--quiet"]) == 0
+    finally:  # the CLI sets the device count for its process; later tests spawn their own
+        os.environ.pop("XLA_FLAGS", None)
+        if flags is not None:
+            os.environ["XLA_FLAGS"] = flags
     return cfg, out
 
 

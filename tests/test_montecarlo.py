@@ -146,7 +146,10 @@ def _compare(a, b, *, exact: bool):
 
 
 def _cli(args, env=None, **kw):
-    e = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # not the parent's XLA_FLAGS: an in-process `main` of an earlier test (jaxmb tune) set its
+    # device count there, and a child must split its CPU as its own --cpu-devices says
+    inherited = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    e = {**inherited, "PYTHONUNBUFFERED": "1", **(env or {})}
     cmd = [PYTHON, "-c", "from jaxmb.cli import main; raise SystemExit(main())", *args]
     return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
 
