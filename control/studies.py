@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 
 from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, lift_tilt_crane_plant
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulate import simulate
+from jaxmb.simulate import ADAPTIVE_SOLVERS, simulate
 
 from .bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from .crane_run import ATOL as CRANE_ATOL
@@ -51,8 +51,13 @@ class SolverOptions:
     max_steps: int = 200_000
     dt_save: float = 0.01
     dtmin: float = 1e-9
+    method: str = "tsit5"  # a solver name of `jaxmb.simulate.simulate`
 
     def __post_init__(self):
+        if self.method not in ADAPTIVE_SOLVERS:
+            raise ValueError(
+                f"solver.method: must be one of {sorted(ADAPTIVE_SOLVERS)}, got {self.method!r}"
+            )
         for k in ("rtol", "atol", "dt_save", "dtmin"):
             v = getattr(self, k)
             if not (np.isfinite(v) and v > 0):
@@ -152,7 +157,7 @@ class ArmStudy(_Study):
         tr = simulate(
             plant, controller, self.scenario.reference, q0, self.scenario.qd0, self.ts,
             disturbance=dist, throw=False, rtol=o.rtol, atol=o.atol, max_steps=o.max_steps,
-            dtmin=o.dtmin,
+            dtmin=o.dtmin, solver=o.method,
         )  # fmt: skip
         d = jax.vmap(
             lambda t_, q, qd, u: lumped_uncertainty(
@@ -276,7 +281,7 @@ class CraneStudy(_Study):
         o = self.options
         tr = simulate(
             plant, controller, controller.reference, q0, jnp.zeros(2), self.ts, throw=False,
-            rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin,
+            rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin, solver=o.method,
         )  # fmt: skip
         e = tr.e
         after = (tr.t >= self.settle)[:, None]

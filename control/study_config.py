@@ -14,6 +14,8 @@ settle = 5.0                   # s: "max error after the transient" is measured 
 payload = 0.0                  # kg at the tool, nominal (the controller never knows it)
 
 [solver]                       # every sample's solve (SolverOptions)
+method = "rodas4"              # a `simulate` solver: "tsit5" (default), "rodas4" for stiff
+                               # loops (a thin boundary layer, oil stiffness), ...
 rtol = 1e-6
 atol = 1e-8
 max_steps = 100000
@@ -57,7 +59,7 @@ ARM_GAINS = ("Lambda", "K", "kappa", "eps")
 CRANE_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
 _SECTIONS = {
     "study": {"scenario", "samples", "chunk", "lanes", "seed", "t_final", "settle", "payload"},
-    "solver": {"rtol", "atol", "max_steps", "dt_save", "dtmin"},
+    "solver": {"rtol", "atol", "max_steps", "dt_save", "dtmin", "method"},
     "controller": {"gains", *ARM_GAINS, *CRANE_GAINS},
     "limits": {"torque"},
     "parameter": {"name", "distribution", "spread", "low", "high"},
@@ -162,7 +164,10 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
             _number(f"[solver] {k}", v, integer=k == "max_steps")
         )
         for k, v in cfg.get("solver", {}).items()
+        if k != "method"
     }
+    if "method" in cfg.get("solver", {}):
+        solver["method"] = cfg["solver"]["method"]  # SolverOptions names the allowed ones
     ctrl = dict(cfg.get("controller", {}))
     gains_path = ctrl.pop("gains", None)
     gains = {}

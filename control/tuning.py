@@ -197,9 +197,12 @@ def tune(
     ``{"gains", "history", "dbar", "peak", "kappa_exceeds_dbar", "conflicts", "step"}``."""
     # traced under failures_as_nan: a trial stage outside the arm's domain is a rejected step
     # (not an error), and a sample that really leaves it is a failed run
+    # Tsit5 whatever the study's method: at rtol 1e-8 steps are set by accuracy, not by the
+    # boundary layer's stiffness, and Rodas4 saves too few of them to pay for its Jacobians
+    options = replace(study.options, rtol=rtol, atol=atol, method="tsit5")
     with failures_as_nan():
-        return _tune(study, base, indices, Path(out), steps, learning_rate, weights,
-                     replace(study.options, rtol=rtol, atol=atol), progress)  # fmt: skip
+        return _tune(study, base, indices, Path(out), steps, learning_rate, weights, options,
+                     progress)  # fmt: skip
 
 
 def adam_search(step, g0: dict, out: Path, *, steps: int, learning_rate: float, record,

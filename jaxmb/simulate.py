@@ -29,6 +29,7 @@ from .dynamics import forward_dynamics
 from .model import Model, _checked, check_finite, runtime_check
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
+from .rosenbrock import Rodas4
 
 __all__ = [
     "Reference",
@@ -336,8 +337,11 @@ _SOLVERS = {
     "dopri5": diffrax.Dopri5,
     "bosh3": diffrax.Bosh3,
     "kvaerno5": diffrax.Kvaerno5,
+    "rodas4": Rodas4,
     "rk4": RK4,
 }
+# the names a study may choose: every one with an error estimate for the adaptive controller
+ADAPTIVE_SOLVERS = tuple(name for name in _SOLVERS if name != "rk4")
 
 
 class DriftCorrection(eqx.Module):
@@ -452,10 +456,14 @@ def simulate(
             (`jaxmb.control.ProjectedInverseDynamics`); a single value for several
             coordinates is refused (it would broadcast).
         disturbance: external wrenches and generalized forces on the plant.
-        solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"`` (third
-            order: cheaper when steps are stability-limited, as with a thin boundary layer
-            kappa/eps), ``"kvaerno5"`` (implicit, for stiff loops), ``"rk4"`` (with
-            ``fixed_step`` only), or any diffrax solver.
+        solver: ``"tsit5"`` (default, adaptive explicit), ``"dopri5"``, ``"bosh3"``,
+            ``"rodas4"`` (linearly implicit, `jaxmb.rosenbrock.Rodas4`: for stiff loops, whose
+            explicit steps are bounded by stability, such as a thin boundary layer kappa/eps;
+            measured on the Section IV loop at rtol 1e-6: 1344 steps against Tsit5's 7493, and
+            more accurate; batched over plants it runs 6x faster, one trajectory alone about
+            as fast, since its Jacobian costs little only when vmapped), ``"kvaerno5"``
+            (implicit, Newton iterations), ``"rk4"`` (with ``fixed_step`` only), or any
+            diffrax solver.
         rtol, atol: tolerances of the PID step-size controller (floats, or scalar arrays to
             reuse one compiled simulation across tolerances). The defaults are tight on
             purpose: gradients are those of the discrete solve, and through a thin boundary
