@@ -218,6 +218,7 @@ def _plots(out: Path, history: list[dict], tables: dict, study, arm: bool) -> No
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     steps = [h["step"] for h in history]
@@ -225,6 +226,7 @@ def _plots(out: Path, history: list[dict], tables: dict, study, arm: bool) -> No
         if k in history[0] and any(h[k] > 0 for h in history):
             ax.semilogy(steps, [max(h[k], 1e-12) for h in history], label=k)
     ax.set_xlabel("Adam step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no step 2.5
     ax.set_ylabel("loss terms")
     ax.legend(fontsize=8)
     fig.tight_layout()

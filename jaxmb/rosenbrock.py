@@ -140,7 +140,9 @@ class Rodas4(diffrax.AbstractAdaptiveSolver):
         lu = jsl.lu_factor(jnp.eye(n, dtype=dtype) / (h * GAMMA) - J)
 
         def combine(weights, K):
-            return sum((w * k for w, k in zip(weights, K, strict=False) if w), jnp.zeros_like(y0_flat))
+            return sum(
+                (w * k for w, k in zip(weights, K, strict=False) if w), jnp.zeros_like(y0_flat)
+            )
 
         K = []
         for i in range(6):  # Hairer & Wanner (1996) eq. (7.4), with K_i = h k_i

@@ -10,7 +10,10 @@ has no model-based controller in its loop, and its arm has no closed chain, so t
 flatters it. Also printed: what limits jaxmb's rate (solver steps per simulated second, and the
 cost of one batched vector-field evaluation, plant plus controller).
 
-    python scripts/bench_montecarlo.py [--batches 1,100,10000] [--t-final 20] [--t-final-large 2]
+The Section IV study solves with the shipped config's Rodas4 (linearly implicit); the same
+batch with Tsit5 at the same tolerances runs in the same process as the explicit peer.
+
+    python scripts/bench_montecarlo.py [--batches 1,100,10000] [--t-final 20] [--t-final-large 20]
 """
 
 import argparse
@@ -25,7 +28,10 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--batches", default="1,100,10000", help="batch sizes")
 parser.add_argument("--t-final", type=float, default=20.0, help="simulated s per run (arm)")
 parser.add_argument(
-    "--t-final-large", type=float, default=2.0, help="simulated s at batches >= 1000 (time)"
+    "--t-final-large", type=float, default=20.0, help="simulated s at batches >= 1000 (time)"
+)
+parser.add_argument(
+    "--explicit-batch", type=int, default=100, help="batch of the Tsit5 peer run (0: none)"
 )
 parser.add_argument("--crane-t-final", type=float, default=18.0, help="simulated s (crane)")
 parser.add_argument("--crane-batches", default="1,100", help="batch sizes for the crane")
@@ -49,8 +55,10 @@ from jaxmb.control.montecarlo import chunk_runner  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def study_for(name: str, t_final: float):
+def study_for(name: str, t_final: float, method: str | None = None):
     cfg = study_config.load_config(REPO / "data" / f"montecarlo_{name}.toml")
+    if method is not None:
+        cfg.setdefault("solver", {})["method"] = method
     cfg["study"]["t_final"] = t_final
     cfg["study"]["settle"] = min(cfg["study"].get("settle", 0.0), t_final / 2)
     if args.gains and name == "section_iv":
@@ -59,8 +67,8 @@ def study_for(name: str, t_final: float):
     return study, ctrl
 
 
-def rate(name: str, batch: int, t_final: float, devices) -> dict:
-    study, ctrl = study_for(name, t_final)
+def rate(name: str, batch: int, t_final: float, devices, method: str | None = None) -> dict:
+    study, ctrl = study_for(name, t_final, method)
     lanes = max(1, min(args.lanes, batch // len(devices)))
     run, granule = chunk_runner(study, ctrl, lanes=lanes, devices=devices)
     size = -(-batch // granule) * granule
@@ -84,6 +92,7 @@ def rate(name: str, batch: int, t_final: float, devices) -> dict:
         "failed": int(failed.sum()),
         "devices": f"{len(devices)} x {devices[0].platform}",
         "lanes": lanes,
+        "method": study.options.method,
     }
 
 
@@ -125,7 +134,8 @@ def main() -> None:
     cpus = jax.devices("cpu")
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     print(f"jax {jax.__version__}, {len(cpus)} CPU device(s) on {cores} core(s), "
-          f"{len(gpus)} GPU(s); float64")  # fmt: skip
+          f"{len(gpus)} GPU(s); float64; Section IV solver: "
+          f"{study_for('section_iv', 1.0)[0].options.method}")  # fmt: skip
     head = (f"{'':<34}{'batch':>7}{'T s':>7}{'sim s/s':>12}{'wall s':>10}{'steps/s':>10}"
             f"{'max':>10}{'fail':>7}{'compile':>9}")  # fmt: skip
     print(head)
@@ -136,6 +146,13 @@ def main() -> None:
         show(f"Section IV, {len(cpus)} CPU device(s)", r)
         if gpus:
             show("Section IV, GPU", rate("section_iv", b, t, gpus[:1]))
+    if args.explicit_batch:
+        b = args.explicit_batch
+        r = rate("section_iv", b, args.t_final, cpus, method="tsit5")
+        show("Section IV, Tsit5 (peer)", r)
+        if ("arm", b) in results:
+            print(f"  {results[('arm', b)]['method']} / Tsit5 at batch {b}, same tolerances: "
+                  f"{results[('arm', b)]['rate'] / r['rate']:.2f}x")  # fmt: skip
     for b in map(int, args.crane_batches.split(",")):
         r = rate("crane", b, args.crane_t_final, cpus)
         show(f"crane, {len(cpus)} CPU device(s)", r)

@@ -133,16 +133,18 @@ def test_a_study_in_the_same_folder_must_be_the_same_study(arm, reference_run):
 
 
 def _compare(a, b, *, exact: bool):
-    """Same rows, bitwise; across device layouts the bounds to 1e-12 (a norm over the
-    coordinates inside them may be fused differently by XLA)."""
+    """Same rows, bitwise within one device layout. Across layouts (another device count, two
+    processes) the figures to 1e-9 of themselves and every count, flag and parameter exactly:
+    XLA compiles each mesh's program on its own and may order a batched reduction differently,
+    which Tsit5's solves happened not to show and Rodas4's do (measured with the shipped study:
+    max error 2.7e-10, dbar 3e-15 relative, far inside the solver's rtol 1e-6)."""
     assert a.column_names == b.column_names and a.num_rows == b.num_rows
     for c in a.column_names:
         x, y = a[c].to_numpy(zero_copy_only=False), b[c].to_numpy(zero_copy_only=False)
-        x, y = np.asarray(x, float), np.asarray(y, float)
-        if exact or not c.startswith("bound_e"):
+        if exact or x.dtype.kind != "f":
             np.testing.assert_array_equal(x, y, err_msg=c)
         else:
-            np.testing.assert_allclose(x, y, rtol=1e-12, err_msg=c)
+            np.testing.assert_allclose(x, y, rtol=1e-9, atol=0, err_msg=c)
 
 
 def _cli(args, env=None, **kw):
