@@ -15,7 +15,7 @@ payload = 0.0                  # kg at the tool, nominal (the controller never k
 
 [solver]                       # every sample's solve (SolverOptions)
 method = "rodas4"              # a `simulate` solver: "tsit5" (default), "rodas4" for stiff
-                               # loops (a thin boundary layer, oil stiffness), ...
+                               # loops (the arm's thin boundary layer), ...
 rtol = 1e-6
 atol = 1e-8
 max_steps = 100000
