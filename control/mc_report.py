@@ -96,6 +96,7 @@ def _plots(out: Path, table: pa.Table, study, summary: dict) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     coords = study.coordinate_names
     ok = ~np.asarray(table["failed"])
@@ -105,6 +106,8 @@ def _plots(out: Path, table: pa.Table, study, summary: dict) -> None:
             v = _column(table, f"{f}_{c}")[ok]
             ax = axes[row, j]
             ax.hist(v, bins=min(50, max(5, v.size // 5)), color="C0")
+            # a narrow spread (a tight study) has long tick labels: fewer ticks, no overlap
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
             ax.set_xlabel(f"{f.replace('_', ' ')} {c}")
             ax.set_ylabel("samples")
     fig.suptitle(
