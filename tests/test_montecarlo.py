@@ -28,6 +28,7 @@ from jaxmb.simulate import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 ARM_TOML = (REPO / "data" / "montecarlo_section_iv.toml").read_text()
+assert 'method = "rodas4"' in ARM_TOML  # what small_arm_config swaps for the tests' solver
 PYTHON = sys.executable
 
 
@@ -141,8 +142,8 @@ def _compare(a, b, *, exact: bool):
     """Same rows, bitwise within one device layout. Across layouts (another device count, two
     processes) the figures to 1e-9 of themselves and every count, flag and parameter exactly:
     XLA compiles each mesh's program on its own and may order a batched reduction differently,
-    which Tsit5's solves happened not to show and Rodas4's do (measured with the shipped study:
-    max error 2.7e-10, dbar 3e-15 relative, far inside the solver's rtol 1e-6)."""
+    which these Tsit5 solves happen not to show and the shipped study's Rodas4 solves do
+    (measured: max error 2.7e-10, dbar 3e-15 relative, far inside the solver's rtol 1e-6)."""
     assert a.column_names == b.column_names and a.num_rows == b.num_rows
     for c in a.column_names:
         x, y = a[c].to_numpy(zero_copy_only=False), b[c].to_numpy(zero_copy_only=False)
