@@ -10,17 +10,19 @@ explicit method is stability-limited to steps of a few ms, which accuracy needs 
 `jaxmb.plant.HydraulicPlant.state_scale`):
 
     setting                           steps   max |dq| rad   max |dp| Pa   run time (x RK4 1 ms)
-    RK4, fixed 1 ms (the paper's)     18000   1.1e-7         1050          1.00
-    Tsit5 rtol 1e-8 (library)          7053   2.2e-9           15          0.62
-    Tsit5 rtol 1e-6 (chosen)           3718   9.8e-8          785          0.32
-    Tsit5 rtol 1e-4                    2438   6.2e-6        10500          0.27
-    Bosh3 rtol 1e-6                    8473   3.2e-8          161          0.40
+    RK4, fixed 1 ms (the paper's)     18000   1.2e-7         1050          1.00
+    Tsit5 rtol 1e-8 (library)          9036   2.8e-9           23          0.80
+    Tsit5 rtol 1e-6 (chosen)           5003   1.9e-7         1680          0.30
+    Tsit5 rtol 1e-4                    3700   3.3e-6         8020          0.26
+    Bosh3 rtol 1e-6                   10158   3.3e-8          230          0.32
 
-Tsit5 at ``rtol = 1e-6, atol = 1e-8`` is as accurate as the paper's fixed-step RK4 at a third
-of its cost (a test checks it against the tight run). The implicit Kvaerno5 needs the Jacobian
-of the whole closed loop (VDC recursion included) in its Newton iterations: compiling and
-running it had not finished after 6 minutes (``--implicit`` adds it to the table). The tighter
-library default (1e-8/1e-10) is for gradients.
+(measured 2026-11-24, after the VDC's friction at the required velocity). Tsit5 at
+``rtol = 1e-6, atol = 1e-8`` is about as accurate as the paper's fixed-step RK4 (within 1.6x, in
+positions and pressures) at a third of its cost (a test checks it against the tight run).
+The implicit Kvaerno5 needs the Jacobian of the whole closed loop (VDC recursion included) in
+its Newton iterations: compiling and running it had not finished after 6 minutes
+(``--implicit`` adds it to the table). The tighter library default (1e-8/1e-10) is for
+gradients.
 """
 
 from __future__ import annotations
