@@ -2,12 +2,12 @@ r"""Linearly implicit Rosenbrock solvers for diffrax: stiff closed loops at the 
 Jacobian and one LU factorisation a step, no Newton iteration.
 
 Why: a robust controller's boundary layer (Dastranj & Mattila (2026) eq. (18), ``kappa/eps``)
-puts eigenvalues of ``-10^3 1/s`` and beyond into a loop whose motion is slow. (The crane's
-hydraulic loop is not stiff at rtol 1e-6: there Rodas4 takes as many steps as Tsit5, each
-dearer, so the crane keeps Tsit5.) An explicit solver's step is then bounded by stability, not accuracy
-(Tsit5's real stability interval is about ``[-3.5, 0]``): the Section IV loop inside its
-boundary layer has an eigenvalue near ``-1500 1/s`` and Tsit5 takes about 430 steps per
-simulated second whatever the tolerance. diffrax's implicit Kvaerno/KenCarp solvers take 4x
+puts eigenvalues of ``-10^3 1/s`` and beyond into a loop whose motion is slow. An explicit
+solver's step is then bounded by stability, not accuracy (Tsit5's real stability interval is
+about ``[-3.5, 0]``): the Section IV loop inside its boundary layer has an eigenvalue near
+``-1500 1/s`` and Tsit5 takes about 430 steps per simulated second whatever the tolerance.
+(The crane's hydraulic loop is not stiff at rtol 1e-6: there Rodas4 takes as many steps as
+Tsit5, each dearer, so the crane keeps Tsit5.) diffrax's implicit Kvaerno/KenCarp solvers take 4x
 fewer steps but solve a nonlinear system by Newton iterations at every stage. A Rosenbrock
 method replaces those by linear solves with one matrix ``W = I/(h gamma) - J`` per step (Hairer
 & Wanner, *Solving ODEs II*, Section IV.7, eq. (7.4) in the form with ``K_i = h k_i``):
