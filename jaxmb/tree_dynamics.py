@@ -12,9 +12,10 @@ expressed once, after which the recursions are plain sums over the tree:
     tau_k = s_k^T sum_{d in subtree(k)} f_d
     Gamma_hat_ij = s_i^T I^c_j s_j   for frame i an ancestor of (or) frame j,  I^c = subtree sums
 
-so each is a fixed number of vectorised operations (`path_sums`, `subtree_sums` by doubling)
-whatever n is. The minimal-coordinate terms follow as in `jaxmb.recursive` (DESIGN.md fast path):
-``Gamma = E^T Gamma_hat E``, ``h = E^T (h_hat + Gamma_hat Edot qd)``.
+so each is one sweep over the tree (`jaxmb.tree.scan_down` for the path sums,
+`jaxmb.tree.subtree_sums` for the subtree sums) and per-frame algebra vectorised over the
+frames, in a program that does not grow with n. The minimal-coordinate terms follow as in
+`jaxmb.recursive` (DESIGN.md fast path): ``Gamma = E^T Gamma_hat E``, ``h = E^T (h_hat + Gamma_hat Edot qd)``.
 
 `TreeKinematics` is the one kinematic pass of a state; every quantity here is computed from it.
 """

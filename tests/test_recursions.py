@@ -12,6 +12,7 @@ from helpers import bias_lagrangian
 
 import jaxmb
 from jaxmb import terms
+from jaxmb import tree as tree_module
 from jaxmb.models import random_tree_urdf
 from jaxmb.udut import modules, udut, udut_inverse_dynamics
 
@@ -140,8 +141,70 @@ def test_choices_by_size_and_bad_choices():
         jaxmb.forward_dynamics(small, *state(small), method="featherstone")
 
 
-def _program_size(n: int, branching: bool) -> int:
-    model = jaxmb.load_urdf(random_tree_urdf(n, 7, branching=branching))
+@pytest.fixture
+def depth_first(monkeypatch):
+    """Every branching tree swept by the depth-first scan instead of depth by depth."""
+    monkeypatch.setattr(tree_module, "LEVEL_SWEEP_MAX_DEPTH", 0)
+
+
+def _sweeps_by_loops(model: jaxmb.Model, x: np.ndarray):
+    """What the two sweep tests compute, by plain loops over the parent table: a product down
+    the path from the root (``value_k = value_parent @ x_k``) and, up the tree, each frame
+    passing ``tanh`` of its own value plus its children's (both nonlinear, so an order mixed up
+    or a child lost or counted twice changes the result)."""
+    nf = len(model.frames)
+    down = np.zeros_like(x)
+    for k, p in enumerate(model.parent_index):
+        down[k] = (np.eye(3) if p < 0 else down[p]) @ x[k]
+    acc, up = x.copy(), np.zeros_like(x)
+    for k in reversed(range(nf)):
+        up[k] = np.tanh(acc[k])
+        if model.parent_index[k] >= 0:
+            acc[model.parent_index[k]] += up[k]
+    return down, up
+
+
+def _sweeps(model: jaxmb.Model, x):
+    t = tree_module.tree_of(model)
+    down = tree_module.scan_down(t, lambda P, xk: (P @ xk, P @ xk), jnp.eye(3), x)
+    up = tree_module.sweep_up(t, lambda acc, _: (jnp.tanh(acc), jnp.tanh(acc)), x, None)
+    return down, up
+
+
+@pytest.mark.parametrize("sweep", ["by depth", "depth first"])
+@pytest.mark.parametrize("n, seed", [(11, 3), (40, 31)])
+def test_sweeps_match_loops_over_the_parent_table(n, seed, sweep, monkeypatch):
+    if sweep == "depth first":
+        monkeypatch.setattr(tree_module, "LEVEL_SWEEP_MAX_DEPTH", 0)
+    model = jaxmb.load_urdf(random_tree_urdf(n, seed, branching=True))
+    t = tree_module.tree_of(model)
+    assert t.depth > 3 and tree_module.by_levels(t) == (sweep == "by depth")
+    x = np.random.default_rng(n).normal(size=(len(model.frames), 3, 3)) / 2
+    for ours, loops in zip(_sweeps(model, jnp.asarray(x)), _sweeps_by_loops(model, x), strict=True):
+        assert rel(ours, loops) < 1e-13
+    # and vmapped over states, as the dynamics run them
+    xs = jnp.stack([x, 0.5 * x])
+    down, up = jax.vmap(lambda x: _sweeps(model, x))(xs)
+    assert rel(down[1], _sweeps_by_loops(model, 0.5 * x)[0]) < 1e-13
+    assert rel(up[1], _sweeps_by_loops(model, 0.5 * x)[1]) < 1e-13
+
+
+def test_depth_first_sweeps_give_the_same_dynamics(depth_first):
+    """The dynamics on the depth-first scan (trees deeper than LEVEL_SWEEP_MAX_DEPTH) against
+    the definitions, as test_scan_and_unrolled_recursions_agree checks them by depth."""
+    tree = MODELS["branching14-prismatic"]
+    assert not tree_module.by_levels(tree_module.tree_of(tree))
+    q, qd, qdd = state(tree, 5)
+    W = wrench_on_last(tree)
+    assert rel(terms.unchecked_crba(tree, q, choice="scan"), jaxmb.mass_matrix(tree, q)) < 1e-12
+    rnea = terms.unchecked_rnea(tree, q, qd, qdd, wrenches=W, choice="scan")
+    assert rel(rnea, terms.unchecked_rnea(tree, q, qd, qdd, wrenches=W, choice="unrolled")) < 1e-12
+    aba = terms.unchecked_forward(tree, q, qd, rnea, W, solve="aba")
+    assert rel(aba, qdd) < 1e-10
+
+
+def _program_size(n: int, branching: bool, seed: int = 7) -> int:
+    model = jaxmb.load_urdf(random_tree_urdf(n, seed, branching=branching))
     q = jnp.zeros(model.n)
     jaxpr = jax.make_jaxpr(
         lambda q: terms.unchecked_forward(model, q, q, q, choice="scan", solve="aba")
@@ -151,11 +214,23 @@ def _program_size(n: int, branching: bool) -> int:
 
 
 @pytest.mark.parametrize("branching", [False, True])
-def test_program_size_does_not_grow_with_n(branching):
+def test_program_size_does_not_grow_with_n(branching, depth_first):
     """What makes compile time flat: the traced program of the scan path (ABA and the one-pass
     terms) has the same number of operations at 20 and at 100 bodies (the unrolled path's grows
     with n; compile times themselves are measured by scripts/bench_scaling.py)."""
     assert _program_size(100, branching) == _program_size(20, branching)
+
+
+def test_program_by_depth_grows_with_depth_alone():
+    """Swept depth by depth, the program grows with the tree's depth, not with n: the same at
+    40 and at 100 bodies on trees of depth 12 (seeds picked for that depth), and bounded, since
+    trees deeper than LEVEL_SWEEP_MAX_DEPTH are scanned."""
+    depths = [
+        tree_module.tree_of(jaxmb.load_urdf(random_tree_urdf(n, s, branching=True))).depth
+        for n, s in ((40, 31), (100, 6))
+    ]
+    assert depths == [12, 12]
+    assert _program_size(40, True, seed=31) == _program_size(100, True, seed=6)
 
 
 def test_gradient_through_scan_and_aba_matches_finite_differences():
