@@ -77,7 +77,6 @@ C = _lower([
 ALPHA = np.array([0.0, 0.386, 0.21, 0.63, 1.0, 1.0])
 GAMMAS = np.array([0.25, -0.1043, 0.1035, -0.03620000000000023, 0.0, 0.0])  # df/dt weights
 M = np.array([*_A_LAST, 1.0, 1.0])
-E = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0])  # the error estimate is K_6
 # RODAS's dense output (Hairer & Wanner (1996) Section IV.7, "dense output"; their rodas.f,
 # CONTRO): y(t0 + s h) = (1 - s) y0 + s (y1 + (1 - s) (D2 + s D3)), D_k = sum_j d_kj K_j
 D2 = np.array([10.12623508344586, -7.487995877610167, -34.80091861555747,
@@ -147,21 +146,28 @@ class Rodas4(diffrax.AbstractAdaptiveSolver):
         f_t, J = J_z[:, 0], J_z[:, 1:]
         lu = jsl.lu_factor(jnp.eye(n, dtype=dtype) / (h * GAMMA) - J)
 
-        def combine(weights, K):
-            return sum(
-                (w * k for w, k in zip(weights, K, strict=False) if w), jnp.zeros_like(y0_flat)
-            )
+        # The six stages as one loop over the stage index, so the program holds one copy of f
+        # besides the Jacobian pass: six inlined copies made a Section IV step 1.7x slower (132
+        # against 226 us; a larger program runs each copy slower) and compiled in 1.5x the time.
+        a, c = jnp.asarray(A, dtype), jnp.asarray(C, dtype)
+        alpha, gammas = jnp.asarray(ALPHA, dtype), jnp.asarray(GAMMAS, dtype)
 
-        K = []
-        for i in range(6):  # Hairer & Wanner (1996) eq. (7.4), with K_i = h k_i
-            f_i = f0 if i == 0 else f(t0 + ALPHA[i] * h, y0_flat + combine(A[i], K))
-            rhs = f_i + combine(C[i], K) / h + h * GAMMAS[i] * f_t
-            K.append(jsl.lu_solve(lu, rhs))
-        y1 = y0_flat + combine(M, K)
+        def stage(i, K):  # Hairer & Wanner (1996) eq. (7.4), with K_i = h k_i the rows of K
+            f_i = f(t0 + alpha[i] * h, y0_flat + a[i] @ K)
+            rhs = f_i + (c[i] @ K) / h + h * gammas[i] * f_t
+            return K.at[i].set(jsl.lu_solve(lu, rhs))
+
+        K1 = jsl.lu_solve(lu, f0 + h * GAMMAS[0] * f_t)  # the first stage's f is f0
+        K = jax.lax.fori_loop(1, 6, stage, jnp.zeros((6, n), dtype).at[0].set(K1))
+        y1 = y0_flat + jnp.asarray(M, dtype) @ K
         dense_info = dict(
-            y0=y0, y1=unravel(y1), d2=unravel(combine(D2, K)), d3=unravel(combine(D3, K))
+            y0=y0,
+            y1=unravel(y1),
+            d2=unravel(jnp.asarray(D2, dtype) @ K),
+            d3=unravel(jnp.asarray(D3, dtype) @ K),
         )
-        return unravel(y1), unravel(combine(E, K)), dense_info, None, diffrax.RESULTS.successful
+        # the embedded error estimate is K_6 (y1 less the order-3 solution, which stops at Y_6)
+        return unravel(y1), unravel(K[5]), dense_info, None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
