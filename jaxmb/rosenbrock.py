@@ -148,7 +148,8 @@ class Rodas4(diffrax.AbstractAdaptiveSolver):
 
         # The six stages as one loop over the stage index, so the program holds one copy of f
         # besides the Jacobian pass: six inlined copies made a Section IV step 1.7x slower (132
-        # against 226 us; a larger program runs each copy slower) and compiled in 1.5x the time.
+        # against 226 us; a larger program runs each copy slower), and the 20 s loop compiled
+        # in 10.9 s against 8.6.
         a, c = jnp.asarray(A, dtype), jnp.asarray(C, dtype)
         alpha, gammas = jnp.asarray(ALPHA, dtype), jnp.asarray(GAMMAS, dtype)
 

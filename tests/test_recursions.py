@@ -189,6 +189,16 @@ def test_sweeps_match_loops_over_the_parent_table(n, seed, sweep, monkeypatch):
     assert rel(up[1], _sweeps_by_loops(model, 0.5 * x)[1]) < 1e-13
 
 
+def test_levels_need_each_depth_contiguous():
+    """The depth-by-depth tables: slices and parent indices for frames ordered depth by depth
+    (as `jaxmb.Model` orders them); none for an order that interleaves depths."""
+    # frames 0, 1 at depth 1 (under the root, slot 4); 2, 3 under frame 1; 4 under frame 0
+    levels, parents = tree_module._levels_of(np.array([1, 1, 2, 2, 2]), np.array([5, 5, 1, 1, 0]))
+    assert levels == ((0, 2), (2, 5))
+    assert [p.tolist() for p in parents] == [[0, 0], [1, 1, 0]]
+    assert tree_module._levels_of(np.array([1, 2, 1]), np.array([3, 0, 3])) == (None, None)
+
+
 def test_depth_first_sweeps_give_the_same_dynamics(depth_first):
     """The dynamics on the depth-first scan (trees deeper than LEVEL_SWEEP_MAX_DEPTH) against
     the definitions, as test_scan_and_unrolled_recursions_agree checks them by depth."""
