@@ -241,6 +241,8 @@ def test_program_by_depth_grows_with_depth_alone():
     ]
     assert depths == [12, 12]
     assert _program_size(40, True, seed=31) == _program_size(100, True, seed=6)
+    deep = tree_module.tree_of(jaxmb.load_urdf(random_tree_urdf(100, 2, branching=True)))
+    assert deep.depth == 13 and not tree_module.by_levels(deep)
 
 
 def test_gradient_through_scan_and_aba_matches_finite_differences():
