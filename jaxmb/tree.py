@@ -12,10 +12,10 @@ Each sweep runs one of two ways, chosen from the tree's shape:
   the frames (depth first), a program of the same size whatever the number of bodies;
 - a shallower tree: depth by depth, every frame of one depth in one vectorised step (its
   parents' values gathered from the depth before, or its children's summed into it), a
-  program that grows with the depth alone. Under `jax.vmap` over states this does the work
-  of one frame in 0.7-0.9 of the depth-first scan's time on random trees of 30 and 100
-  bodies (depths 8 and 12; ``scripts/bench_scaling.py``), which moves its frame's value
-  through a stack of rows at every step.
+  program that grows with the depth alone. Vmapped over states it runs in 0.7-0.9 of the
+  depth-first scan's time on random trees of 30 and 100 bodies (depths 8 and 12;
+  ``scripts/bench_scaling.py``), whose every step moves one frame's value through a stack of
+  rows.
 
 Python loops over the frames (`jaxmb.recursive`) instead unroll into a program that grows with
 n and compiles in time that grows faster than n (3 s at n = 10, 57 s at n = 60, 216 s at

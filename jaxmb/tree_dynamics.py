@@ -14,8 +14,9 @@ expressed once, after which the recursions are plain sums over the tree:
 
 so each is one sweep over the tree (`jaxmb.tree.scan_down` for the path sums,
 `jaxmb.tree.subtree_sums` for the subtree sums) and per-frame algebra vectorised over the
-frames, in a program that does not grow with n. The minimal-coordinate terms follow as in
-`jaxmb.recursive` (DESIGN.md fast path): ``Gamma = E^T Gamma_hat E``, ``h = E^T (h_hat + Gamma_hat Edot qd)``.
+frames, in a program of bounded size whatever n is. The minimal-coordinate terms follow as in
+`jaxmb.recursive` (DESIGN.md fast path): ``Gamma = E^T Gamma_hat E``,
+``h = E^T (h_hat + Gamma_hat Edot qd)``.
 
 `TreeKinematics` is the one kinematic pass of a state; every quantity here is computed from it.
 """
