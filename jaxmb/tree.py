@@ -59,7 +59,7 @@ class Tree(NamedTuple):
             contiguous in the frame order (`jaxmb.model.Model` orders them depth by depth), else
             None.
         level_parent: for each depth, its frames' parents as indices into the depth before
-            (zeros at depth 1, whose parent is the root).
+            (zeros at depth 1: the root, as a depth of its own).
     """
 
     parent: np.ndarray
@@ -192,7 +192,7 @@ def scan_down(tree: Tree, step: Callable, root, xs):
     if by_levels(tree):
         return _down_by_levels(tree, step, root, xs)
     rows = tree.depth + 1  # row 0 is the root's value
-    stack = jax.tree.map(lambda r: jnp.broadcast_to(r, (rows,) + jnp.shape(r)), root)
+    stack = _broadcast(root, rows)
 
     def body(stack, x):
         level, x = x
@@ -268,13 +268,9 @@ def _stacked(ys):
 
 def _down_by_levels(tree: Tree, step: Callable, root, xs):
     """`scan_down` depth by depth: each depth's parents gathered from the depth before."""
-    ys, values = [], None
-    for d, level in enumerate(tree.levels):
-        if d == 0:
-            parent = _broadcast(root, level[1] - level[0])
-        else:
-            parent = _gather(values, tree.level_parent[d])
-        values, y = jax.vmap(step)(parent, _level(xs, level))
+    ys, values = [], _broadcast(root, 1)  # the root as a depth of one frame
+    for level, parents in zip(tree.levels, tree.level_parent, strict=True):
+        values, y = jax.vmap(step)(_gather(values, parents), _level(xs, level))
         ys.append(y)
     return _stacked(ys)
 
