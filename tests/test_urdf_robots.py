@@ -1,7 +1,7 @@
 """Every URDF of `example-robot-data` (a test dependency) that Pinocchio loads, loaded by
-`load_urdf` and checked against Pinocchio: mass matrix, bias forces, gravity and forward
-dynamics, coordinates matched by joint name; mimic joints against Pinocchio's unconstrained
-model reduced by the mimic rules read here from the XML.
+`load_urdf` and checked against Pinocchio: mass matrix, bias forces and gravity (one pass of
+`jaxmb.dynamics_terms`) and forward dynamics, coordinates matched by joint name; mimic joints
+against Pinocchio's unconstrained model reduced by the mimic rules read here from the XML.
 
 The functions are compiled for every tree: their sweeps are `lax.scan` loops from 17 frames on, so
 compiling one of up to 101 joints takes a few seconds, about a tenth of evaluating it eagerly
@@ -15,6 +15,7 @@ import os
 import warnings
 import xml.etree.ElementTree as ET
 
+import equinox as eqx
 import jax
 import numpy as np
 import pinocchio as pin
@@ -61,15 +62,26 @@ def _free_compiled_code():
     jax.clear_caches()
 
 
+@eqx.filter_jit
+def _terms(model, q, qd):
+    t = jaxmb.dynamics_terms(model, q, qd)
+    return t.Gamma, t.h, t.Q_g
+
+
+@eqx.filter_jit
+def _terms_and_forward(model, q, qd, tau):
+    # one program per tree (compiling the four public functions one by one took twice as long)
+    return *_terms(model, q, qd), jaxmb.forward_dynamics(model, q, qd, tau)
+
+
 def _ours(model, q, qd, tau):
-    M = np.asarray(jaxmb.mass_matrix(model, q))
-    h = np.asarray(jaxmb.bias_forces(model, q, qd, method="rnea"))
-    g = np.asarray(jaxmb.gravity_forces(model, q, method="rnea"))
+    """Gamma, h and Q_g from the one pass of `jaxmb.dynamics_terms` (the sweeps behind
+    `mass_matrix`, `bias_forces` and `gravity_forces`, each checked against Pinocchio on random
+    trees in tests/test_pinocchio.py) and `forward_dynamics`, or its error where it refuses."""
     try:
-        a = np.asarray(jaxmb.forward_dynamics(model, q, qd, tau))
+        return tuple(np.asarray(x) for x in _terms_and_forward(model, q, qd, tau))
     except RuntimeError as err:  # equinox's error: Gamma singular
-        a = str(err)
-    return M, h, g, a
+        return *(np.asarray(x) for x in _terms(model, q, qd)), str(err)
 
 
 def _close(ours, ref, what, condition=1.0):
