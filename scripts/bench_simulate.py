@@ -130,8 +130,8 @@ def accuracy(sc, ts, run_fwd):
         f"  rk4 at 1 ms (ode4):  {rq:.2e}, {rqd:.2e}; "
         f"fraction of simulated time {run_rk4 / sc.t_final:.4f} (x{run_rk4 / run_fwd:.2f} this run)"
     )
-    verdict = "at least as accurate" if eq <= rq and eqd <= rqd else "less accurate"
-    print(f"  this run is {verdict} as the paper's setting")
+    verdict = "at least as accurate as" if eq <= rq and eqd <= rqd else "less accurate than"
+    print(f"  this run is {verdict} the paper's setting")
 
 
 if __name__ == "__main__":
