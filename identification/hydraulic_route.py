@@ -1,7 +1,15 @@
-"""The output-error route of `jaxmb identify` for hydraulic plants (the lift/tilt crane):
-valve flow coefficients per edge, effective bulk moduli and cylinder Coulomb friction from a log
-of positions, chamber pressures and valve commands (`output_error`, multiple shooting through
-the simulation), with the report files of the main job."""
+"""The output-error route of `jaxmb identify` for hydraulic machines (a machine file, the
+built-in crane among them): valve flow coefficients per edge, effective bulk moduli and cylinder
+Coulomb friction from a log of positions, chamber pressures and valve commands (`output_error`,
+multiple shooting through the simulation), with the report files of the main job.
+
+Validation is a free-run replay (single shooting): the identified plant starts from each
+validation log's measured initial state and integrates the whole log, driven by its logged
+valve commands, next to the nominal plant's replay of the same log. The report gives, per
+signal, the RMSE (SI in ``summary.json``) and the NRMSE fit % of MATLAB's ``compare``; the
+segment-wise prediction of the fit (restarts from the measured state every ``segment_time``)
+is reported under its own name, ``validation_rmse_segments`` (restarts every
+``segment_time_s``)."""
 
 from __future__ import annotations
 
@@ -11,11 +19,12 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.models.machine import Machine, check_reach
 from jaxmb.plant import HydraulicPlant
 
 from . import output_error as oe
 from . import params_file, report
-from .logs import Log, read_log, schema_for
+from .logs import Log, schema_for
 
 __all__ = [
     "DEFAULT_SELECTORS",
@@ -55,23 +64,34 @@ def log_columns(log: Log) -> dict[str, np.ndarray]:
     return {"t": np.asarray(log.t), **{k: np.asarray(log[k]) for k in log.names}}
 
 
-def _plant_for(make: Callable[..., HydraulicPlant] | None, plant: HydraulicPlant, log: Log):
-    """The plant under the log's experimental conditions (a payload named in the sidecar)."""
+def _plant_for(machine: Machine, log: Log):
+    """The machine's plant under the log's experimental conditions (a payload named in the
+    sidecar), and those conditions."""
     payload = log.meta.get("conditions", {}).get("payload_kg")
-    if payload is None or make is None:
-        return plant, {}
-    return make(payload=float(payload)), {"payload_kg": float(payload)}
+    if payload is None or machine.payload is None:
+        return machine.plant, {}
+    return machine.with_payload(float(payload)), {"payload_kg": float(payload)}
+
+
+# how each kind of signal is shown in tables and plots: (unit, SI per unit)
+DISPLAY = {"angle": ("deg", np.pi / 180), "length": ("mm", 1e-3), "pressure": ("bar", 1e5)}
+
+
+def _read(machine: Machine, path, required) -> tuple[Log, dict]:
+    log = machine.read_log(path, required=required)
+    coords = machine.plant.model.coordinate_names
+    check_reach(machine, log.stack(list(coords)), source=f"log {Path(path).name}", t=log.t)
+    return log, log_columns(log)
 
 
 def identify_hydraulic(
     name: str,
-    plant: HydraulicPlant,
+    machine: Machine,
     log_path,
     out: Path,
     validate: Sequence[str],
     progress: Callable[[str], None],
     *,
-    make_plant: Callable[..., HydraulicPlant] | None = None,
     window: tuple[float, float] | None = None,
     segment_time: float = 0.5,
     friction: bool = True,
@@ -79,17 +99,18 @@ def identify_hydraulic(
     max_evaluations: int = 20,
 ) -> dict:
     """Fit `hydraulic_selectors` from nominal by multiple-shooting output error on ``log_path``
-    (within ``window`` if given), predict the ``validate`` logs segment-wise, write the report
-    into ``out`` and return the summary entries."""
-    schema = schema_for(plant)
+    (within ``window`` if given), validate by free-run replay of the ``validate`` logs (module
+    docstring), write the report into ``out`` and return the summary entries."""
+    plant = machine.plant
     required = (
         tuple(plant.coordinate_names)
         + tuple(f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b"))
         + tuple(plant.command_names)
     )
-    log = read_log(log_path, schema, required=required)
-    plant, conditions = _plant_for(make_plant, plant, log)
-    cols = log_columns(log)
+    # every log is read and checked before anything compiles
+    log, cols = _read(machine, log_path, required)
+    vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
+    plant, conditions = _plant_for(machine, log)
     t0, t1 = (None, None) if window is None else window
     names = hydraulic_selectors(plant, friction=friction, leakage=leakage)
     spec = oe.HydraulicParameters(
@@ -101,20 +122,24 @@ def identify_hydraulic(
     pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     nominal = oe.predict(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     series = {f"fit_{Path(log_path).stem}": pred}
-    validation, validation_nominal = {}, {}
-    for v in validate:
-        progress(f"validating on {Path(v).name}")
-        vlog = read_log(v, schema, required=required)
-        vplant_nominal, _ = _plant_for(make_plant, plant, vlog)
+    validation, validation_nominal, validation_segments = {}, {}, {}
+    fit_pct, fit_pct_nominal = {}, {}
+    for stem, (vlog, vcols) in vlogs.items():
+        progress(f"validating on {stem} (free-run replay)")
+        vplant_nominal, _ = _plant_for(machine, vlog)
         vplant = oe.plant_with(jnp.asarray(res.theta), vplant_nominal, spec)
-        vcols = log_columns(vlog)
-        p = oe.predict(vplant, vcols, segment_time=segment_time)
-        validation[Path(v).stem] = p["rmse"]
-        validation_nominal[Path(v).stem] = oe.predict(
-            vplant_nominal, vcols, segment_time=segment_time
-        )["rmse"]
-        series[f"validation_{Path(v).stem}"] = p
+        free = oe.predict(vplant, vcols, mode="free")
+        free0 = oe.predict(vplant_nominal, vcols, mode="free")
+        validation[stem], validation_nominal[stem] = free["rmse"], free0["rmse"]
+        fit_pct[stem], fit_pct_nominal[stem] = (
+            {c: report.fit_percent(p["measured"][c], p["predicted"][c]) for c in p["rmse"]}
+            for p in (free, free0)
+        )
+        validation_segments[stem] = oe.predict(vplant, vcols, segment_time=segment_time)["rmse"]
+        series[f"validation_{stem}"] = free
+        series[f"validation_{stem}_nominal"] = free0
     progress("writing the report")
+    out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
     rows = []
     for k, n in enumerate(res.names):
@@ -134,6 +159,25 @@ def identify_hydraulic(
             }
         )
     report.write_table(out / "parameters.csv", rows)
+    kinds = schema_for(plant).kinds
+    signals = seg.signal_names
+    display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
+    report.write_table(
+        out / "validation.csv",
+        [
+            {
+                "log": stem,
+                "signal": c,
+                "unit": display[c][0],
+                "rmse": validation[stem][c] / display[c][1],
+                "rmse_nominal": validation_nominal[stem][c] / display[c][1],
+                "fit_percent": fit_pct[stem][c],
+                "fit_percent_nominal": fit_pct_nominal[stem][c],
+            }
+            for stem in validation
+            for c in signals
+        ],
+    )
     params_file.write_params(
         out / "params.json",
         model_name=name,
@@ -142,7 +186,6 @@ def identify_hydraulic(
         uncertainty={r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
         source={"log": str(log_path), "validation": [str(v) for v in validate], **conditions},
     )
-    signals = seg.signal_names
     plots = report.series_plots(
         out,
         {
@@ -154,7 +197,8 @@ def identify_hydraulic(
             for tag, p in series.items()
         },
         signals,
-        unit="rad | Pa",
+        unit=[display[c][0] for c in signals],
+        scale=[display[c][1] for c in signals],
     )
     J = res.jacobian
     n = np.linalg.norm(J, axis=0)
@@ -164,6 +208,7 @@ def identify_hydraulic(
         "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
         f"trust-region least squares), {segment_time:g} s segments from measured states",
         "method_key": "output_error",
+        "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),
         "parameters": {r["parameter"]: r["value"] for r in rows},
         # relative standard deviation above 20 %: the log does not determine these
@@ -174,8 +219,13 @@ def identify_hydraulic(
         "conditions": conditions,
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
+        "validation": "free-run replay of the logged commands from the measured initial state",
         "validation_rmse": validation,
         "validation_rmse_nominal": validation_nominal,
+        "validation_fit_percent": fit_pct,
+        "validation_fit_percent_nominal": fit_pct_nominal,
+        "validation_rmse_segments": validation_segments,  # short-horizon: restarts per segment
+        "segment_time_s": segment_time,
         "samples": int(len(pred["t"])),
         "plots": plots,
     }

@@ -5,8 +5,10 @@
 - a mechanical model (the 3-DoF arm, the KR300, any URDF) with a log of positions and generalized
   forces: the regressor route (`rigid.identify_rigid`): base parameters by weighted least
   squares, then a physically consistent model;
-- the lift/tilt crane with a log of positions, pressures and valve commands: the output-error
-  route (`output_error`), hydraulic parameters by multiple shooting through the simulation.
+- a hydraulic machine (a machine file, `jaxmb.models.machine`; the built-in crane is one) with
+  a log of positions, pressures and valve commands: the output-error route (`hydraulic_route`),
+  hydraulic parameters by multiple shooting through the simulation, validated by free-run
+  replay.
 
 It writes into ``out``: ``summary.json`` (``fit_rmse``, ``validation_rmse`` per log, the method,
 the condition number, ...), ``parameters.csv`` (estimates with standard deviations and 95 %
@@ -22,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from jaxmb.models.machine import load_machine
 
 from . import params_file, report
 from .logs import read_log, schema_for
@@ -55,10 +59,6 @@ def _kr300_forces() -> dict:
     return {"counterbalance": lambda q: jnp.zeros_like(q).at[1].set(spring(q[1]))}
 
 
-def _crane():
-    return _crane_plant()
-
-
 def _kr300_drives():
     from jaxmb.models.kr300 import GEAR_RATIOS
 
@@ -74,37 +74,33 @@ DRIVES: dict[str, Callable] = {"kr300": _kr300_drives}
 KNOWN_FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
 
 
-def _crane_plant(**kw):
-    from jaxmb.models.crane import lift_tilt_crane_plant
-
-    return lift_tilt_crane_plant(full=True, **kw)
-
-
-# plant constructors taking a log's experimental conditions (sidecar "conditions")
-MAKE_PLANT: dict[str, Callable] = {"crane": _crane_plant}
-
-# built-in models: name -> (constructor, route)
+# built-in models: name -> (constructor, route); the crane is a machine file like a user's
 MODELS: dict[str, tuple[Callable, str]] = {
     "arm": (_arm, "rigid"),
     "kr300": (_kr300, "rigid"),
-    "crane": (_crane, "hydraulic"),
+    "crane": (lambda: load_machine("crane"), "hydraulic"),
 }
 
 
-def resolve_model(name_or_urdf: str):
-    """``(name, model or plant, route)`` for a built-in name or a URDF path."""
-    if name_or_urdf in MODELS:
-        make, route = MODELS[name_or_urdf]
-        return name_or_urdf, make(), route
-    path = Path(name_or_urdf)
-    if path.suffix.lower() == ".urdf":
+def resolve_model(name_or_path: str):
+    """``(name, model or machine, route)`` for a built-in name, a URDF path (the regressor
+    route) or a machine file (``.toml``, `jaxmb.models.machine`: the hydraulic route)."""
+    if name_or_path in MODELS:
+        make, route = MODELS[name_or_path]
+        return name_or_path, make(), route
+    path = Path(name_or_path)
+    if path.suffix.lower() in (".urdf", ".toml"):
         if not path.is_file():
-            raise ValueError(f"--model: no such URDF file {str(path)!r}")
+            raise ValueError(f"--model: no such file {str(path)!r}")
+        if path.suffix.lower() == ".toml":
+            machine = load_machine(path)
+            return machine.name, machine, "hydraulic"
         from jaxmb.models.urdf import load_urdf
 
         return path.stem, load_urdf(path), "rigid"
     raise ValueError(
-        f"--model: expected one of {sorted(MODELS)} or a path to a .urdf file, got {name_or_urdf!r}"
+        f"--model: expected one of {sorted(MODELS)}, a URDF (.urdf) or a machine file (.toml), "
+        f"got {name_or_path!r}"
     )
 
 
@@ -114,18 +110,16 @@ def _rmse(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> 
 
 
 def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[str]) -> dict:
-    """Cross-validation score per signal, ``100 (1 - |y - y_hat| / |y - mean(y)|)`` (the
-    "fit" of system identification: 100 is perfect, 0 no better than the mean)."""
+    """`report.fit_percent` per column."""
     y, yh = np.asarray(measured), np.asarray(predicted)
-    num = np.linalg.norm(y - yh, axis=0)
-    den = np.linalg.norm(y - y.mean(axis=0), axis=0)
-    return {n: float(100 * (1 - a / b)) for n, a, b in zip(names, num, den, strict=True)}
+    return {n: report.fit_percent(y[:, k], yh[:, k]) for k, n in enumerate(names)}
 
 
 def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None):
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
+    vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
     if window is not None:
         log = log.window(*window)
     progress("identifying (regressor route)")
@@ -138,12 +132,12 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
     validation, validation_fit = {}, {}
     for v in validate:
         progress(f"validating on {Path(v).name}")
-        vlog = read_log(v, schema, required=required)
-        vs, vtau = predict_torques(res, vlog, cutoff=cutoff, edge=edge)
+        vs, vtau = predict_torques(res, vlogs[v], cutoff=cutoff, edge=edge)
         validation[Path(v).stem] = _rmse(vs.at("tau"), vtau, cols)
         validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
     progress("writing the report")
+    out.mkdir(parents=True, exist_ok=True)
     fit = res.fit
     ci = fit.interval(0.95)
     rows = [
@@ -221,8 +215,7 @@ def identify(
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)  # made by the route once every input has passed its checks
     bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
 
     def progress(stage: str):
@@ -246,9 +239,8 @@ def identify(
             from .hydraulic_route import identify_hydraulic
 
             summary = identify_hydraulic(
-                name, m, log_path, out, validate, progress, make_plant=MAKE_PLANT.get(name),
-                window=window, leakage=leakage,
-            )  # fmt: skip
+                name, m, log_path, out, validate, progress, window=window, leakage=leakage
+            )
         bar.update(bar.total - bar.n)
     finally:
         bar.close()

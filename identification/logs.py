@@ -501,6 +501,26 @@ def _read_sidecar(path: Path) -> dict:
     return meta
 
 
+def _rename(cols: dict, meta: dict, columns: dict, units: dict) -> tuple[dict, dict]:
+    """Columns renamed to the signals they hold (``columns``: signal -> column), and the
+    given ``units`` (signal -> unit) under any the sidecar declares."""
+    raw_to_signal = {raw: sig for sig, raw in columns.items()}
+    for sig, raw in columns.items():
+        if sig in cols and raw in cols and sig != raw:
+            raise LogError(
+                f"both column {raw!r} (named for {sig!r} by the machine file's [log] columns) "
+                f"and a column {sig!r} are present; keep one"
+            )
+    cols = {raw_to_signal.get(k, k): v for k, v in cols.items()}
+    declared = {raw_to_signal.get(k, k): u for k, u in meta.get("units", {}).items()}
+    merged = {k: u for k, u in units.items() if k in cols}
+    merged.update(declared)
+    meta = dict(meta)
+    if merged:
+        meta["units"] = merged
+    return cols, meta
+
+
 def _convert_units(
     cols: dict[str, np.ndarray], meta: dict, schema: LogSchema | None
 ) -> tuple[dict[str, np.ndarray], dict]:
@@ -547,9 +567,16 @@ def read_log(
     *,
     required: Sequence[str] = (),
     n_parameters: int | None = None,
+    columns: Mapping[str, str] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> Log:
     """Read a log (CSV or Parquet by extension) and its JSON sidecar, convert declared non-SI
     units to SI, and validate it against ``schema`` if one is given (`validate_log`).
+
+    ``columns`` (``{signal: column}``) names the log's columns for signals it calls otherwise,
+    and ``units`` (``{signal: unit}``) gives their units where the sidecar does not: a machine
+    file's ``[log]`` table (`jaxmb.models.machine`). The sidecar's ``units`` may name a column
+    by either name.
 
     Raises `LogError` (a `ValueError`) naming the file and the column; `FileNotFoundError` for a
     missing table."""
@@ -565,6 +592,14 @@ def read_log(
                 "must be named 't'"
             )
         meta = _read_sidecar(path)
+        if columns or units:
+            cols, meta = _rename(cols, meta, dict(columns or {}), dict(units or {}))
+            for sig in required:
+                if sig not in cols and sig in (columns or {}):
+                    raise LogError(
+                        f"missing column {columns[sig]!r} (the machine file's [log] columns name "
+                        f"it for {sig!r}); columns are {list(cols)}"
+                    )
         cols, meta = _convert_units(cols, meta, schema)
         t = cols.pop("t")
         log = Log(t, cols, meta)

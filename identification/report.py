@@ -24,17 +24,30 @@ def write_table(path, rows: Sequence[Mapping]) -> Path:
     return path
 
 
+def fit_percent(measured: np.ndarray, predicted: np.ndarray) -> float:
+    """The NRMSE fit of system identification (MATLAB's ``compare``),
+    ``100 (1 - |y - y_hat| / |y - mean(y)|)``: 100 is perfect, 0 no better than the mean,
+    negative worse; NaN for a constant signal."""
+    y, yh = np.asarray(measured, float), np.asarray(predicted, float)
+    den = np.linalg.norm(y - y.mean())
+    return float(100.0 * (1.0 - np.linalg.norm(y - yh) / den)) if den > 0 else float("nan")
+
+
 def series_plots(
     out: Path,
     series: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
     labels: Sequence[str],
     *,
-    unit: str,
-    scale: float = 1.0,
+    unit: str | Sequence[str],
+    scale: float | Sequence[float] = 1.0,
 ) -> list[str]:
     """For each entry ``{tag: (t, measured (N, k), predicted (N, k))}``: ``<tag>.png`` with
     measured and predicted per column, and ``residuals_<tag>.png`` with the residual over time
-    and its histogram."""
+    and its histogram. ``unit`` and ``scale`` (SI per display unit) are one for all columns or
+    one per column."""
+    k = len(labels)
+    units = [unit] * k if isinstance(unit, str) else list(unit)
+    scales = list(np.broadcast_to(np.asarray(scale, float), (k,)))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,14 +55,13 @@ def series_plots(
 
     written = []
     for tag, (t, meas, pred) in series.items():
-        k = len(labels)
         fig, axes = plt.subplots(k, 1, figsize=(9, 1.8 * k + 0.6), sharex=True, squeeze=False)
         for i, (ax, lab) in enumerate(zip(axes[:, 0], labels, strict=True)):
-            ax.plot(t, meas[:, i] / scale, lw=0.8, label="measured")
-            ax.plot(t, pred[:, i] / scale, lw=0.8, label="predicted")
-            rmse = np.sqrt(np.mean((meas[:, i] - pred[:, i]) ** 2)) / scale
-            ax.set_ylabel(f"{lab} ({unit})")
-            ax.set_title(f"RMSE {rmse:.3g} {unit}", fontsize=8, loc="right")
+            ax.plot(t, meas[:, i] / scales[i], lw=0.8, label="measured")
+            ax.plot(t, pred[:, i] / scales[i], lw=0.8, label="predicted")
+            rmse = np.sqrt(np.mean((meas[:, i] - pred[:, i]) ** 2)) / scales[i]
+            ax.set_ylabel(f"{lab} ({units[i]})")
+            ax.set_title(f"RMSE {rmse:.3g} {units[i]}", fontsize=8, loc="right")
         axes[0, 0].legend(loc="upper left", fontsize=8)
         axes[-1, 0].set_xlabel("t (s)")
         fig.suptitle(f"{tag}: measured vs predicted")
@@ -61,9 +73,9 @@ def series_plots(
         fig, axes = plt.subplots(k, 2, figsize=(10, 1.8 * k + 0.6), squeeze=False,
                                  gridspec_kw={"width_ratios": [3, 1]})  # fmt: skip
         for i, lab in enumerate(labels):
-            r = (meas[:, i] - pred[:, i]) / scale
+            r = (meas[:, i] - pred[:, i]) / scales[i]
             axes[i, 0].plot(t, r, lw=0.6)
-            axes[i, 0].set_ylabel(f"{lab} ({unit})")
+            axes[i, 0].set_ylabel(f"{lab} ({units[i]})")
             axes[i, 1].hist(r, bins=50)
         axes[-1, 0].set_xlabel("t (s)")
         fig.suptitle(f"{tag}: residuals (measured - predicted)")

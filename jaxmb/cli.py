@@ -661,7 +661,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         required=True,
-        help="a built-in model (arm, kr300, crane) or the path of a URDF file",
+        help="a built-in model (arm, kr300, crane), a URDF file (regressor route) or a "
+        "hydraulic machine file (.toml beside its URDF; see jaxmb.models.machine)",
     )
     p.add_argument("--out", default="out/identify", help="output folder (default out/identify)")
     p.add_argument(
@@ -669,7 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="LOG2",
-        help="predict a further log with the identified model (repeatable)",
+        help="predict a further log with the identified model (repeatable); hydraulic "
+        "machines: a free-run replay of its commands from its measured initial state",
     )
     p.add_argument(
         "--method",

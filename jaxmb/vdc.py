@@ -1082,13 +1082,15 @@ def crane_chain(model: Model, l_c: float = 0.30) -> VDCChain:
 
     The chain takes the crane's ``q = [q1, q2]``: ``q_offset`` holds the constant differences
     ``q_j - q_i`` (angle from B_0j's x to B_1j's x minus the crane angle)."""
-    from .models.crane import CYLINDERS, CraneLoops
+    from .models.crane import CYLINDERS
+    from .models.cylinder_loops import CylinderLoops
 
     fr = _frames(model)
     Lf, Tf = fr["L"], fr["T"]
     cmap = model.coordinate_map
-    if isinstance(cmap, CraneLoops):
-        A1, B1, A2, B2 = cmap.A1, cmap.B1, cmap.A2, cmap.B2
+    if isinstance(cmap, CylinderLoops):  # the pins are the plant's leaves (lift, then tilt)
+        A1, A2 = cmap.base_points[0], cmap.base_points[1]
+        B1, B2 = cmap.rod_points[0], cmap.rod_points[1]
     else:
         A1, B1, A2, B2 = (
             jnp.asarray(CYLINDERS[c][p][1])

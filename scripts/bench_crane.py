@@ -56,8 +56,8 @@ def timed(fn, *a):
 
 
 def heavier(plant, lift=1.2, tilt=1.5):
-    m = jaxmb.replace_body(plant.model, "tilt_boom", mass=tilt * 157.871069)
-    m = jaxmb.replace_body(m, "lift_boom", mass=lift * 143.66)
+    m = jaxmb.replace_body(plant.model, "T", mass=tilt * 157.871069)
+    m = jaxmb.replace_body(m, "L", mass=lift * 143.66)
     return eqx.tree_at(lambda p: p.model, plant, m)
 
 

@@ -50,3 +50,123 @@ def rot_z(a):
 def skew_np(w):
     """[w] with [w] x = w x x, written out."""
     return np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]])
+
+
+# ----------------------------------------------------------------------------------------------
+# The lift/tilt crane of shared/specs/lift_tilt_crane.md, typed in again and built by hand with
+# closed-form planar loop geometry: the reference the machine-file loader (URDF + TOML, generic
+# cylinder loops through the tree's kinematics) is held to.
+
+SPEC_CRANE = {
+    "O1": (-0.09, 1.4261, 0.0),
+    "O2": (2.881081, 0.021593, 0.0),
+    "tool": (2.58, 0.0, 0.0),
+    "A1": (0.17, 0.386113, 0.0),
+    "B1": (0.3025, -0.105, 0.0),
+    "A2": (1.263, 0.206702, 0.0),
+    "B2": (-0.30, 0.52, 0.0),
+    "l_min": (0.82, 1.05),
+    "stroke": (0.535, 0.78),
+    "boom_inertia": (
+        (1.055433, 1.442440, -0.000003),
+        (1.442440, 66.577004, 0.0),
+        (-0.000003, 0.0, 67.053707),
+    ),  # fmt: skip
+    "lift_boom": (143.66, (1.229248, 0.055596, 0.0)),
+    "tilt_boom": (157.871069, (0.659935, 0.251085, 0.0)),
+    "tube": (15.0, 0.30, 0.8),
+    "rod": (8.0, 0.30, 0.8),
+    "area": (7.853982e-3, 5.390973e-3),
+    "V0": 1.9e-4,
+    "beta": 1.0e9,
+    "p_s": 185e5,
+    "p_r": 10e5,
+    "c_valve": (40e-3 / 60 / (10 * 35e5**0.5), 100e-3 / 60 / (10 * 35e5**0.5)),
+    "friction": {"F_c": 210.0, "F_s": 300.0, "v_s": 5e-3, "sigma": 330.0, "v_eps": 1e-3},
+}
+
+
+def _spec_crane_loops():
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    class SpecCraneLoops(jaxmb.CoordinateMap):
+        """``[q1, q2] -> [q1, q2, alpha_lift, s_lift, alpha_tilt, s_tilt]`` by planar geometry:
+        ``d = O1 + Rz(q1) B1 - A1`` (in W), ``d = O2 + Rz(q2) B2 - A2`` (in L)."""
+
+        names: tuple[str, ...] = eqx.field(static=True)
+
+        def __init__(self):
+            self.names = ("q1", "q2")
+
+        def __call__(self, q):
+            def rz(a):
+                c, s = jnp.cos(a), jnp.sin(a)
+                return jnp.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+            S = {k: jnp.array(SPEC_CRANE[k]) for k in ("O1", "O2", "A1", "B1", "A2", "B2")}
+            d1 = S["O1"] + rz(q[0]) @ S["B1"] - S["A1"]
+            d2 = S["O2"] + rz(q[1]) @ S["B2"] - S["A2"]
+            return jnp.stack([q[0], q[1], jnp.arctan2(d1[1], d1[0]), jnp.hypot(d1[0], d1[1]),
+                              jnp.arctan2(d2[1], d2[0]), jnp.hypot(d2[0], d2[1])])  # fmt: skip
+
+    return SpecCraneLoops()
+
+
+def spec_crane_loops():
+    """The spec crane's closed-form planar loop map (`_spec_crane_loops`)."""
+    return _spec_crane_loops()
+
+
+def spec_crane_plant(payload=0.0):
+    """The spec's crane with cylinder bodies, Stribeck friction and its valves, built by hand."""
+    from jaxmb.hydraulics import (
+        Cylinder,
+        CylinderMount,
+        HydraulicActuator,
+        StribeckFriction,
+        Valve,
+    )
+    from jaxmb.plant import HydraulicPlant
+
+    S = SPEC_CRANE
+    frames = [
+        jaxmb.Frame("L", "S", translation=S["O1"], joint="revolute", axis=[0, 0, 1],
+                    coordinate="q1"),
+        jaxmb.Frame("T", "L", translation=S["O2"], joint="revolute", axis=[0, 0, 1],
+                    coordinate="q2"),
+        jaxmb.Frame("tool", "T", translation=S["tool"]),
+    ]  # fmt: skip
+    bodies = [
+        jaxmb.Body("lift_boom", "L", S["lift_boom"][0], S["lift_boom"][1], S["boom_inertia"]),
+        jaxmb.Body("tilt_boom", "T", S["tilt_boom"][0], S["tilt_boom"][1], S["boom_inertia"]),
+    ]
+    if payload > 0:
+        bodies.append(jaxmb.Body("payload", "tool", payload, np.zeros(3), np.zeros((3, 3))))
+    for name, base_frame, A in (("lift", "S", S["A1"]), ("tilt", "L", S["A2"])):
+        frames += [
+            jaxmb.Frame(f"{name}_tube", base_frame, translation=A, joint="revolute",
+                        axis=[0, 0, 1], coordinate=f"alpha_{name}"),
+            jaxmb.Frame(f"{name}_rod", f"{name}_tube", joint="prismatic", axis=[1, 0, 0],
+                        coordinate=f"s_{name}"),
+        ]  # fmt: skip
+        for part, sign, (m, c, length) in (("tube", 1, S["tube"]), ("rod", -1, S["rod"])):
+            t = m * length**2 / 12
+            bodies.append(jaxmb.Body(f"{name}_{part}", f"{name}_{part}", m, [sign * c, 0, 0],
+                                     np.diag([0.01, t, t])))  # fmt: skip
+    model = jaxmb.Model(
+        frames, bodies, gravity=(0.0, -9.81, 0.0), coordinate_map=_spec_crane_loops(),
+        augmented_names=("q1", "q2", "alpha_lift", "s_lift", "alpha_tilt", "s_tilt"),
+    )  # fmt: skip
+    actuators = []
+    for k, (name, base, B, rod) in enumerate(
+        (("lift", "S", S["B1"], "L"), ("tilt", "L", S["B2"], "T"))
+    ):
+        A = S["A1"] if name == "lift" else S["A2"]
+        mount = CylinderMount(base, A, rod, B, S["l_min"][k])
+        cyl = Cylinder(*S["area"], S["stroke"][k], S["V0"], S["V0"], S["beta"])
+        c = S["c_valve"][k]
+        valve = Valve(c, c, c, c, S["p_s"], S["p_r"])
+        actuators.append(HydraulicActuator(name, mount, cyl, valve,
+                                           StribeckFriction(**S["friction"])))  # fmt: skip
+    return HydraulicPlant(model, actuators)

@@ -155,11 +155,21 @@ def test_virtual_stability_along_a_run(plant, closed_loop):
     scale = float(jnp.abs(bound).max())
     assert scale > 0 and float(v.max()) > 0
     np.testing.assert_allclose(vdot, bound - friction, atol=1e-9 * scale)  # eq. (C.12)
-    # eq. (C.13) assumes an increasing friction law; the spec's Stribeck dip (F_s > F_c) makes
-    # the term slightly negative at some instants (measured: -1.1e-11 against a largest 3.0e-9)
+    # eq. (C.13) assumes an increasing friction law; the spec's Stribeck dip (F_s > F_c) lets
+    # the term go negative, but by the mean value theorem never below s_min sum (xd_r - xd)^2,
+    # s_min the law's most negative slope (about -1.5e4 N s/m at v_s / sqrt(2))
+    laws = [a.friction for a in plant.actuators]
+    v_grid = jnp.linspace(-0.05, 0.05, 20001)
+    s_min = min(float(jax.vmap(jax.grad(law.force))(v_grid).min()) for law in laws)
+    assert s_min < 0
+    T = eqx.filter_jit(jax.vmap(lambda t, q, qd, ac: ctrl.terms(t, {"q": q, "qd": qd, "actuators": ac})))(
+        tr.t[pick], tr.q[pick], tr.qd[pick], jax.tree.map(lambda x: x[pick], acts)
+    )  # fmt: skip
+    floor = s_min * jnp.sum((T.xd_r - T.xd) ** 2, axis=1)
     fmax = float(friction.max())
-    assert fmax > 0 and float(friction.min()) >= -0.01 * fmax
-    assert float((vdot - bound).max()) <= 0.01 * fmax  # eq. (99), up to that dip
+    assert fmax > 0
+    assert bool((friction >= floor - 1e-12 * fmax).all())
+    assert bool((vdot - bound <= -floor + 1e-9 * scale).all())  # eq. (99), up to that dip
     assert float(bound.max()) <= 0.0
 
 
@@ -168,8 +178,8 @@ def test_vdc_with_a_wrong_model_stays_bounded(plant, closed_loop):
     On the slow task the errors stay at a few mrad and the pressures inside (return, supply)."""
     slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=4.0)
     ctrl = crane_controller(plant, slow)
-    m = jaxmb.replace_body(plant.model, "tilt_boom", mass=1.5 * 157.871069)
-    m = jaxmb.replace_body(m, "lift_boom", mass=1.2 * 143.66)
+    m = jaxmb.replace_body(plant.model, "T", mass=1.5 * 157.871069)
+    m = jaxmb.replace_body(m, "L", mass=1.2 * 143.66)
     heavy = eqx.tree_at(lambda p: p.model, plant, m)
     tr = closed_loop(heavy, ctrl, jnp.asarray(RTOL), jnp.asarray(ATOL))
     assert bool(tr.success)

@@ -175,7 +175,7 @@ def crane_runs():
 
 
 def _pistons(Q):
-    """Piston positions from the full crane's loop closure: x = s - l_min (CraneLoops)."""
+    """Piston positions from the full crane's loop closure: x = s - l_min (the cylinder loops)."""
     loops = crane.lift_tilt_crane(full=True).coordinate_map
     qhat = np.asarray(jax.vmap(loops)(jnp.asarray(Q)))
     return qhat[:, [3, 5]] - np.array([crane.CYLINDERS[c]["l_min"] for c in ("lift", "tilt")])

@@ -1,0 +1,274 @@
+"""Machines from files (URDF + TOML machine file, `jaxmb.models.machine`): the crane's files
+against the spec typed in and built by hand (closed-form planar loops), the loops of a 3-D
+machine with a prismatic joint closed by kinematics, its energy conserved with the valves shut,
+and every bad machine file refused by name before anything compiles."""
+
+import re
+from pathlib import Path
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import SPEC_CRANE, spec_crane_plant
+
+import jaxmb
+from jaxmb.hydraulics import HydraulicActuator
+from jaxmb.identification.logs import LogError, write_log
+from jaxmb.models.machine import MachineFileError, check_reach, load_machine, machine_path
+from jaxmb.plant import HydraulicPlant
+
+KNUCKLE = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
+# float64 between two exact formulations of the same plant: round-off only
+RTOL = 1e-11
+
+
+def _states(rng, plant, n):
+    lo, hi = np.array([-0.4, -0.75]), np.array([1.4, 0.65])
+    out = []
+    for _ in range(n):
+        q = jnp.asarray(rng.uniform(lo, hi))
+        y = plant.initial_state(q, jnp.asarray(rng.normal(size=2)))
+        acts = {
+            a: {k: v + rng.uniform(-20e5, 20e5) for k, v in s.items()}
+            for a, s in y["actuators"].items()
+        }
+        out.append(({**y, "actuators": acts}, jnp.asarray(rng.uniform(-10, 10, 2))))
+    return out
+
+
+@pytest.mark.parametrize("payload", [0.0, 60.0])
+def test_crane_files_match_the_spec_built_by_hand(payload):
+    """The shipped crane files, read by the generic loader (URDF tree, cylinder loops through
+    the tree's kinematics), give the plant of the spec typed in and built with closed-form
+    planar loop geometry: vector field, pistons and mass matrix to round-off."""
+    ours = load_machine("crane", payload=payload).plant
+    ref = spec_crane_plant(payload=payload)
+    rng = np.random.default_rng(3)
+    for y, u in _states(rng, ref, 4):
+        f_ours, f_ref = ours.vector_field(0.0, y, u), ref.vector_field(0.0, y, u)
+        for a, b in zip(jax.tree.leaves(f_ours), jax.tree.leaves(f_ref), strict=True):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9 * float(jnp.abs(b).max()))
+        np.testing.assert_allclose(
+            jaxmb.mass_matrix(ours.model, y["q"]), jaxmb.mass_matrix(ref.model, y["q"]), rtol=RTOL
+        )
+        s_ours, s_ref = ours.signals(y, u), ref.signals(y, u)
+        for k in ("x_lift", "x_tilt", "xd_lift", "f_tilt"):
+            np.testing.assert_allclose(s_ours[k], s_ref[k], rtol=RTOL, atol=1e-12)
+
+
+def test_crane_file_holds_the_spec_numbers():
+    """The numbers of the shipped files are the spec's (pins, strokes, areas, valves)."""
+    plant = load_machine("crane").plant
+    for k, (name, A, B) in enumerate((("lift", "A1", "B1"), ("tilt", "A2", "B2"))):
+        a = plant.actuator(name)
+        np.testing.assert_array_equal(a.mount.base_point, SPEC_CRANE[A])
+        np.testing.assert_array_equal(a.mount.rod_point, SPEC_CRANE[B])
+        assert float(a.mount.l_min) == SPEC_CRANE["l_min"][k]
+        assert float(a.cylinder.stroke) == SPEC_CRANE["stroke"][k]
+        assert (float(a.cylinder.area_a), float(a.cylinder.area_b)) == SPEC_CRANE["area"]
+        np.testing.assert_allclose(a.valve.c_pa, SPEC_CRANE["c_valve"][k], rtol=1e-15)
+    # the spec's rounded coefficients (m^3 s^-1 V^-1 Pa^-1/2)
+    np.testing.assert_allclose(plant.actuator("lift").valve.c_bn, 3.563483e-8, rtol=1e-6)
+    np.testing.assert_allclose(plant.actuator("tilt").valve.c_an, 8.908708e-8, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def knuckle():
+    return load_machine(KNUCKLE)
+
+
+def test_knuckle_loops_close_through_the_tree(knuckle):
+    """On the 3-D machine (base yawed and rolled, a prismatic joint), the coordinate map puts
+    every cylinder's rod frame on its rod pin and its tube's x axis along AB, at random
+    configurations; a massless cylinder (extend) adds no coordinates."""
+    model, plant = knuckle.model, knuckle.plant
+    assert model.augmented_names == ("lift", "fold", "extend", "alpha_lift", "s_lift",
+                                     "alpha_fold", "s_fold")  # fmt: skip
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        q = jnp.asarray(rng.uniform([-0.3, -1.2, 0.0], [0.8, 0.3, 1.2]))
+        for name in ("lift", "fold"):
+            a = plant.actuator(name)
+            T_a = jaxmb.frame_pose(model, q, a.mount.base_frame)
+            T_b = jaxmb.frame_pose(model, q, a.mount.rod_frame)
+            A = T_a[:3, :3] @ a.mount.base_point + T_a[:3, 3]
+            B = T_b[:3, :3] @ a.mount.rod_point + T_b[:3, 3]
+            T_rod = jaxmb.frame_pose(model, q, f"{name}_rod")
+            T_tube = jaxmb.frame_pose(model, q, f"{name}_tube")
+            np.testing.assert_allclose(T_rod[:3, 3], B, atol=1e-12)
+            np.testing.assert_allclose(T_tube[:3, 3], A, atol=1e-12)
+            np.testing.assert_allclose(T_tube[:3, 0], (B - A) / jnp.linalg.norm(B - A), atol=1e-12)
+            np.testing.assert_allclose(T_rod[:3, :3], T_tube[:3, :3], atol=1e-12)
+
+
+def _frictionless(plant: HydraulicPlant) -> HydraulicPlant:
+    acts = [HydraulicActuator(a.name, a.mount, a.cylinder, a.valve, None) for a in plant.actuators]
+    return HydraulicPlant(plant.model, acts)
+
+
+def test_knuckle_energy_is_conserved_with_valves_shut(knuckle):
+    r"""Valves shut, no friction or leakage: each chamber's oil mass is fixed and the machine is
+    conservative. With ``pdot = -beta/V dV/dt`` the oil stores ``-(p + beta) V`` (up to a
+    constant), so ``T + V_g - sum (p + beta) V`` is constant: a check of the cylinder
+    kinematics, forces and loops on a 3-D machine with a prismatic joint and cylinder bodies."""
+    plant = _frictionless(knuckle.plant)
+    model = plant.model
+    q0 = jnp.array([0.3, -0.4, 0.5])
+    y0 = plant.initial_state(q0, jnp.array([0.15, -0.2, 0.1]))
+
+    def energy(y):
+        q, qd = y["q"], y["qd"]
+        x, _, _ = plant.piston_kinematics(q, qd)
+        E = jaxmb.kinetic_energy(model, q, qd) + jaxmb.potential_energy(model, q)
+        for i, a in enumerate(plant.actuators):
+            V_a, V_b = a.cylinder.volumes(x[i])
+            s = y["actuators"][a.name]
+            E = E - (s["p_a"] + a.cylinder.beta) * V_a - (s["p_b"] + a.cylinder.beta) * V_b
+        return E
+
+    def f(t, y, args):
+        return plant.vector_field(t, y, jnp.zeros(3))
+
+    ts = jnp.linspace(0.0, 0.4, 9)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(f), diffrax.Dopri8(), 0.0, 0.4, 1e-4, y0,
+        saveat=diffrax.SaveAt(ts=ts), max_steps=20000,
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11),
+    )  # fmt: skip
+    E = jax.vmap(energy)(sol.ys)
+    kinetic0 = jaxmb.kinetic_energy(model, q0, y0["qd"])
+    moved = jnp.abs(sol.ys["q"] - q0[None]).max()
+    assert moved > 1e-3  # it moves (the pressures were set for rest, the rates were not)
+    # the terms are ~1e6 J each (beta V); their sum is constant to the solver's tolerance
+    np.testing.assert_allclose(E - E[0], 0.0, atol=1e-5 * float(kinetic0) + 1e-6)
+
+
+def test_payload_is_a_differentiable_leaf(knuckle):
+    """The payload's mass is a leaf: the static lift pressure grows with it, by a gradient that
+    agrees with finite differences (and vmaps over masses)."""
+    q = jnp.array([0.3, -0.4, 0.5])
+
+    def p_lift(mass):
+        return knuckle.with_payload(mass).static_pressures(q)[0][0]
+
+    g = jax.grad(p_lift)(100.0)
+    fd = (p_lift(101.0) - p_lift(99.0)) / 2.0
+    assert g > 0
+    np.testing.assert_allclose(g, fd, rtol=1e-8)
+    batch = jax.vmap(p_lift)(jnp.array([0.0, 100.0, 200.0]))
+    np.testing.assert_allclose(batch[1] - batch[0], batch[2] - batch[1], rtol=1e-9)  # linear
+
+
+def test_machine_log_columns_and_units(knuckle, tmp_path):
+    """A log in the machine's own names and units (bar) reads as the plant's signals in SI."""
+    t = np.linspace(0, 1, 11)
+    cols = {
+        "boom_angle": 0.3 + 0.1 * t, "knuckle_angle": -0.4 + 0.1 * t, "telescope": 0.5 + 0.2 * t,
+        "P_lift_A": 46.0 + t, "P_lift_B": 40.0 - t,
+    }  # fmt: skip
+    write_log(tmp_path / "run.csv", t, cols, meta={"model": "knuckle_telescope"})
+    log = knuckle.read_log(tmp_path / "run.csv", required=("lift", "p_a_lift"))
+    np.testing.assert_allclose(log["p_a_lift"], (46.0 + t) * 1e5)
+    np.testing.assert_allclose(log["fold"], -0.4 + 0.1 * t)
+    with pytest.raises(LogError, match="missing required column 'p_b_fold'"):
+        knuckle.read_log(tmp_path / "run.csv", required=("p_b_fold",))
+    write_log(tmp_path / "short.csv", t, {k: v for k, v in cols.items() if k != "P_lift_B"})
+    with pytest.raises(LogError, match="missing column 'P_lift_B' .* for 'p_b_lift'"):
+        knuckle.read_log(tmp_path / "short.csv", required=("p_b_lift",))
+
+
+def test_reach_is_checked_at_the_logs_angles(knuckle):
+    check_reach(knuckle, np.array([[0.3, -0.4, 0.5], [0.8, 0.3, 1.2]]))
+    with pytest.raises(MachineFileError, match=r"\[cylinders.lift\]: the cylinder cannot reach"):
+        check_reach(knuckle, np.array([[0.3, -0.4, 0.5], [1.6, -0.4, 0.5]]), t=[0.0, 0.1])
+
+
+def test_builtin_name_is_a_file():
+    assert machine_path("crane").is_file() and machine_path("crane").suffix == ".toml"
+
+
+# each: (text to replace in the knuckle file, replacement, message expected)
+BAD_FILES = {
+    "mount link missing": (
+        'rod = { link = "boom2", point = [-0.35',
+        'rod = { link = "boom3", point = [-0.35',
+        r"\[cylinders.fold\] key 'rod': no link 'boom3' in knuckle_telescope.urdf",
+    ),
+    "rod not thinner than bore": (
+        "rod_diameter = 0.056",
+        "rod_diameter = 0.1",
+        r"\[cylinders.fold\] key 'rod_diameter': "
+        r"must be < bore",
+    ),
+    "stroke not positive": (
+        "stroke = 0.72",
+        "stroke = -0.72",
+        r"\[cylinders.fold\] key 'stroke': expected a number > 0",
+    ),
+    "dead volume zero": (
+        "dead_volume = 2.0e-4",
+        "dead_volume = 0.0",
+        r"\[cylinders.fold\] key 'dead_volume'",
+    ),
+    "valve names no cylinder": (
+        'cylinder = "fold"',
+        'cylinder = "fodl"',
+        r"\[valves.fold\] key 'cylinder': no cylinder "
+        r"'fodl'",
+    ),
+    "cylinder without valve": (
+        '[valves.extend]\ncylinder = "extend"',
+        '[valves.extend]\ncylinder = "lift"',
+        r"\[valves.extend\] key 'cylinder': cylinder 'lift' already has a valve",
+    ),
+    "misspelt key": ("l_min = 0.72", "lmin = 0.72", r"\[cylinders.fold\] key 'lmin': unknown key"),
+    "no urdf": ('urdf = "knuckle_telescope.urdf"', 'urdf = "nope.urdf"', r"key 'urdf': no such"),
+    "payload link missing": ('link = "tool"', 'link = "tol"', r"\[payload\] key 'link': no link"),
+    "log signal unknown": (
+        'p_a_lift = "P_lift_A", p_b',
+        'p_a_lfit = "P_lift_A", p_b',
+        r"\[log\] key 'columns': 'p_a_lfit' is not a signal",
+    ),
+    "unit of another kind": (
+        'units = { p_a_lift = "bar"',
+        'units = { p_a_lift = "deg"',
+        r"unit 'deg' is not a unit",
+    ),
+    "pins out of the pin plane": (
+        'base = { link = "boom1", point = [1.8, 0.0, 0.35] }',
+        'base = { link = "boom1", point = [1.8, 0.1, 0.35] }',
+        r"\[cylinders.fold\] key 'pin_axis': the pins must lie in a plane normal",
+    ),
+    "supply below return": (
+        "supply_pressure = 210e5",
+        "supply_pressure = 3e5",
+        r"must exceed return_pressure",
+    ),
+    "pressure as text": ("bulk_modulus = 1.2e9", 'bulk_modulus = "1.2e9"', r"expected a finite"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_machine_files_are_refused_by_name(case, tmp_path):
+    old, new, message = BAD_FILES[case]
+    text = KNUCKLE.read_text()
+    assert old in text, case
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    bad = tmp_path / "machine.toml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(MachineFileError, match=message) as err:
+        load_machine(bad)
+    assert str(bad) in str(err.value)
+
+
+def test_a_cylinder_with_no_valve_is_refused(tmp_path):
+    text = KNUCKLE.read_text()
+    cut = text.index("[valves.extend]")
+    end = text.index("[log]")
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    bad = tmp_path / "m.toml"
+    bad.write_text(text[:cut] + text[end:])
+    with pytest.raises(MachineFileError, match=re.escape("[cylinders.extend]: no valve drives")):
+        load_machine(bad)
