@@ -104,10 +104,24 @@ def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
     for name, value in est.items():
         tol = {"valve": 0.02, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
+    # validation is a free-run replay of the 3 s log from its first sample: pressures within
+    # 1.5x of the true plant's replay of the same noisy log (0.3 bar noise); positions, which
+    # integrate the flow errors left (the leakage and the Stribeck terms are not fitted), drift
+    # a fifth of the nominal's (measured 1.07-1.32x and 0.014-0.11x)
+    from jaxmb.identification import output_error as oe
+    from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+    from jaxmb.models.machine import load_machine
+
+    crane = load_machine("crane", payload=150.0)  # the log's condition
+    true_plant = apply_hydraulics(crane.plant, {"hydraulics": {k: truth[k] for k in est}})
+    floor = oe.predict(true_plant, log_columns(crane.read_log(tmp_path / "val.parquet")),
+                       mode="free")["rmse"]  # fmt: skip
     v = summary["validation_rmse"]["val"]
     v0 = summary["validation_rmse_nominal"]["val"]
     for p in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
-        assert v[p] < 0.4e5 and v[p] < 0.5 * v0[p], p  # sensor noise is 0.3 bar
+        assert v[p] <= 1.5 * floor[p], p
+    for c in ("q1", "q2"):
+        assert v[c] < 0.2 * v0[c], c
     # the identified plant drives the crane simulation (here replaying the log's commands)
     sim = tmp_path / "sim"
     argv = ["simulate", "--machine", "crane", "--params", str(out / "params.json"),
@@ -117,3 +131,50 @@ def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
     assert (sim / "summary.json").is_file()
     with pytest.raises(SystemExit, match="model 'crane', not 'arm'"):
         cli.main(["simulate", "--params", str(out / "params.json"), "--out", str(tmp_path / "a")])
+
+
+KNUCKLE = DATA / "machines" / "knuckle_telescope"
+
+
+def test_a_users_machine_file_identified_and_replayed(tmp_path):
+    """A machine that is not built in (the knuckle-telescope example: 3-D, a prismatic joint,
+    three cylinders, a payload, a log in its own column names and bar) goes through `jaxmb
+    identify` from its files. Valve coefficients, bulk moduli and Coulomb friction come out
+    near the truth. The free-run replay of a held-out log by the identified plant gives each
+    pressure within 1.5x of the true plant's own replay of the same noisy log; positions, which
+    integrate every remaining flow error over the replay, drift a tenth of the nominal's."""
+    import jax.numpy as jnp
+
+    from jaxmb.identification import output_error as oe
+    from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+    from jaxmb.identification.logs import read_log, write_log
+    from jaxmb.models.machine import load_machine
+
+    machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
+    val = tmp_path / "val.parquet"
+    write_log(val, read_log(KNUCKLE / "knuckle_telescope_validation.parquet").window(1.0, 5.0))
+    out = tmp_path / "id"
+    argv = ["identify", str(KNUCKLE / "knuckle_telescope_excitation.parquet"), "--model",
+            str(machine.path), "--window", "2,8", "--validate", str(val), "--out", str(out),
+            "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"] == "knuckle_telescope"
+    truth = json.loads((KNUCKLE / "knuckle_telescope_truth.json").read_text())["parameters"]
+    for name, value in summary["parameters"].items():
+        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
+        assert value == pytest.approx(truth[name], rel=tol), name
+    # the true plant's free run of the same validation log: the floor the noise sets
+    true_plant = apply_hydraulics(machine.plant, {"hydraulics": {
+        k: v for k, v in truth.items() if k in summary["parameters"]}})  # fmt: skip
+    floor = oe.predict(true_plant, log_columns(machine.read_log(val)), mode="free")["rmse"]
+    ours, nominal = summary["validation_rmse"]["val"], summary["validation_rmse_nominal"]["val"]
+    for c, r in ours.items():
+        if c.startswith("p_"):  # pressures: at the noise floor (0.3 bar), within 1.5x
+            assert r <= 1.5 * floor[c], (c, r, floor[c])
+        else:  # positions integrate every flow error: a tenth of the nominal model's drift
+            assert r < 0.1 * nominal[c], (c, r, nominal[c])
+    assert all(f > 95 for f in summary["validation_fit_percent"]["val"].values())
+    table = (out / "validation.csv").read_text().splitlines()
+    assert table[0].startswith("log,signal,unit,rmse") and ",p_a_lift,bar," in table[4]
+    assert jnp.isfinite(floor["lift"])

@@ -223,7 +223,7 @@ BAD_FILES = {
         '[valves.extend]\ncylinder = "lift"',
         r"\[valves.extend\] key 'cylinder': cylinder 'lift' already has a valve",
     ),
-    "misspelt key": ("l_min = 0.72", "lmin = 0.72", r"\[cylinders.fold\] key 'lmin': unknown key"),
+    "misspelt key": ("l_min = 0.93", "lmin = 0.93", r"\[cylinders.fold\] key 'lmin': unknown key"),
     "no urdf": ('urdf = "knuckle_telescope.urdf"', 'urdf = "nope.urdf"', r"key 'urdf': no such"),
     "payload link missing": ('link = "tool"', 'link = "tol"', r"\[payload\] key 'link': no link"),
     "log signal unknown": (
@@ -237,8 +237,8 @@ BAD_FILES = {
         r"unit 'deg' is not a unit",
     ),
     "pins out of the pin plane": (
-        'base = { link = "boom1", point = [1.8, 0.0, 0.35] }',
-        'base = { link = "boom1", point = [1.8, 0.1, 0.35] }',
+        'base = { link = "boom1", point = [2.0, 0.0, -0.4] }',
+        'base = { link = "boom1", point = [2.0, 0.1, -0.4] }',
         r"\[cylinders.fold\] key 'pin_axis': the pins must lie in a plane normal",
     ),
     "supply below return": (
