@@ -55,6 +55,10 @@ def test_regular_install_gives_working_imports(tmp_path):
     )
     assert not (target / "control").exists() and not (target / "identification").exists()
     assert (target / "jaxmb" / "control" / "__init__.py").exists()
+    # the built-in machines are files the installed package reads
+    machines = target / "jaxmb" / "models" / "machines"
+    assert (machines / "lift_tilt_crane.toml").is_file()
+    assert (machines / "lift_tilt_crane.urdf").is_file()
     code = (
         "import jaxmb, jaxmb.control, jaxmb.identification, jaxmb.models;"
         "print(jaxmb.__file__); print(jaxmb.control.__file__)"

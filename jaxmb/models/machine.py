@@ -200,7 +200,7 @@ class Machine:
             path, schema_for(self.plant), required=required, columns=self.columns, units=self.units
         )
 
-    def with_payload(self, mass: Float[ArrayLike, ""], com: Float[ArrayLike, "3"] | None = None):
+    def with_payload(self, mass: Float[ArrayLike, ""], com: Float[ArrayLike, 3] | None = None):
         """The plant with the payload's mass (kg) and centre (m, in its link) replaced."""
         if self.payload is None:
             raise ValueError(f"machine {self.name!r}: its file {self.path} has no [payload] table")
