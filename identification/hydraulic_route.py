@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,6 +26,7 @@ from jaxmb.plant import HydraulicPlant
 from . import output_error as oe
 from . import params_file, report
 from .logs import Log, schema_for
+from .payload import estimate_payload
 
 __all__ = [
     "DEFAULT_SELECTORS",
@@ -64,13 +66,19 @@ def log_columns(log: Log) -> dict[str, np.ndarray]:
     return {"t": np.asarray(log.t), **{k: np.asarray(log[k]) for k in log.names}}
 
 
-def _plant_for(machine: Machine, log: Log):
-    """The machine's plant under the log's experimental conditions (a payload named in the
-    sidecar), and those conditions."""
+def _plant_for(machine: Machine, log: Log, estimate=None):
+    """The machine's plant under the log's experimental conditions: a payload named in the
+    sidecar, else stage 1's estimate (`payload.estimate_payload`), else the file's; and those
+    conditions."""
     payload = log.meta.get("conditions", {}).get("payload_kg")
-    if payload is None or machine.payload is None:
+    if machine.payload is None:
         return machine.plant, {}
-    return machine.with_payload(float(payload)), {"payload_kg": float(payload)}
+    if payload is not None:
+        return machine.with_payload(float(payload)), {"payload_kg": float(payload)}
+    if estimate is not None:
+        plant = machine.with_payload(max(estimate.mass, 0.0), estimate.com)
+        return plant, {"payload_kg": estimate.mass, "payload_source": "identified (stage 1)"}
+    return machine.plant, {}
 
 
 # how each kind of signal is shown in tables and plots: (unit, SI per unit)
@@ -110,8 +118,14 @@ def identify_hydraulic(
     # every log is read and checked before anything compiles
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
-    plant, conditions = _plant_for(machine, log)
     t0, t1 = (None, None) if window is None else window
+    stage1 = None
+    if machine.payload is not None and "payload_kg" not in log.meta.get("conditions", {}):
+        # the log does not say what the tool carries: stage 1 finds it from the pressures
+        progress("identifying the payload (regressor route on the pressure forces)")
+        fit_log = log if window is None else log.window(*window)
+        stage1 = estimate_payload(machine, fit_log)
+    plant, conditions = _plant_for(machine, log, stage1)
     names = hydraulic_selectors(plant, friction=friction, leakage=leakage)
     spec = oe.HydraulicParameters(
         names, reference={n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
@@ -126,10 +140,10 @@ def identify_hydraulic(
     fit_pct, fit_pct_nominal = {}, {}
     for stem, (vlog, vcols) in vlogs.items():
         progress(f"validating on {stem} (free-run replay)")
-        vplant_nominal, _ = _plant_for(machine, vlog)
+        vplant_nominal, _ = _plant_for(machine, vlog, stage1)
         vplant = oe.plant_with(jnp.asarray(res.theta), vplant_nominal, spec)
-        free = oe.predict(vplant, vcols, mode="free")
-        free0 = oe.predict(vplant_nominal, vcols, mode="free")
+        free = oe.predict(vplant, vcols, mode="free", stride=1)  # every sample
+        free0 = oe.predict(vplant_nominal, vcols, mode="free", stride=1)
         validation[stem], validation_nominal[stem] = free["rmse"], free0["rmse"]
         fit_pct[stem], fit_pct_nominal[stem] = (
             {c: report.fit_percent(p["measured"][c], p["predicted"][c]) for c in p["rmse"]}
@@ -182,7 +196,10 @@ def identify_hydraulic(
         out / "params.json",
         model_name=name,
         method="output error, multiple shooting",
-        hydraulics={r["parameter"]: r["value"] for r in rows},
+        hydraulics={
+            **{r["parameter"]: r["value"] for r in rows},
+            **({} if stage1 is None else {"body.payload.mass": max(stage1.mass, 0.0)}),
+        },
         uncertainty={r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
         source={"log": str(log_path), "validation": [str(v) for v in validate], **conditions},
     )
@@ -217,6 +234,7 @@ def identify_hydraulic(
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
         "conditions": conditions,
+        "payload": None if stage1 is None else _payload_summary(stage1),
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
         "validation": "free-run replay of the logged commands from the measured initial state",
@@ -231,6 +249,22 @@ def identify_hydraulic(
     }
 
 
+def _payload_summary(e) -> dict:
+    """Stage 1's payload for ``summary.json``: mass with std and 95 % interval, the centre where
+    the log determines it, and what it does not."""
+    return {
+        "mass_kg": e.mass,
+        "mass_std_kg": e.mass_std,
+        "mass_ci95_kg": [e.mass - 1.96 * e.mass_std, e.mass + 1.96 * e.mass_std],
+        "com_m": list(e.com),
+        "com_std_m": [s if np.isfinite(s) else None for s in e.com_std],
+        "not_determined": [f"com_{'xyz'[k]}" for k in range(3) if not e.com_determined[k]],
+        "friction_stage1": e.friction,
+        "method": f"linear least squares on the pressure forces, zero-phase low-pass at "
+        f"{e.cutoff_hz:g} Hz, {e.samples} samples; booms and cylinder bodies at the file's values",
+    }
+
+
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
     selector of `output_error.HydraulicParameters` and its positive value (SI)."""
@@ -238,9 +272,15 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     if not values:
         return plant
     for k, v in values.items():
-        if not (isinstance(v, int | float) and np.isfinite(v) and v > 0):
-            raise ValueError(f"--params: hydraulics[{k!r}]: expected a positive number, got {v!r}")
+        low = 0.0 if k.startswith("body.") else None  # a mass may be 0 (no payload)
+        ok = isinstance(v, int | float) and np.isfinite(v) and (v >= 0 if low == 0 else v > 0)
+        if not ok:
+            what = "a number >= 0" if low == 0 else "a positive number"
+            raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
     spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
-    ref = oe.parameter_values(oe.initial_theta(plant, spec), plant, spec)
-    theta = np.log(np.array([values[k] / ref[k] for k in spec.names]))
-    return oe.plant_with(jnp.asarray(theta), plant, spec)
+    getters = [oe._getter(plant, k) for k in spec.names]  # and that the plant has them
+    return eqx.tree_at(
+        lambda p: [g(p) for g in getters],
+        plant,
+        [jnp.asarray(float(values[k])) for k in spec.names],
+    )

@@ -214,6 +214,19 @@ def crane_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_writable(out) -> None:
+    """The output folder could be made and written, checked without making it (a refused run
+    leaves nothing behind)."""
+    import os
+    from pathlib import Path
+
+    parent = Path(out).absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise SystemExit(f"jaxmb: --out: cannot write to {str(out)!r} ({parent} is not writable)")
+
+
 def _check_out(out) -> None:
     """The output folder must be creatable and writable before anything is computed."""
     try:
@@ -279,7 +292,57 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _machine_choice(text: str) -> str:
+    if text in ("arm", "crane", "rpr3-flexible") or text.lower().endswith(".toml"):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected arm, crane, rpr3-flexible or a machine file (.toml), got {text!r}"
+    )
+
+
+def machine_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine FILE.toml --commands LOG``: a free-run replay of a log."""
+    from pathlib import Path
+
+    if args.commands is None:
+        raise SystemExit(
+            "jaxmb simulate: --machine FILE.toml replays a log: give --commands LOG (a log of "
+            "the machine: its first sample is the initial state, its commands drive the replay)"
+        )
+    for opt, given in (("--gains", args.gains is not None), ("--payload", args.payload != 0.0)):
+        if given:
+            raise SystemExit(
+                f"jaxmb simulate: {opt} is not for a machine file's replay (the payload is the "
+                "file's, or the log sidecar's conditions.payload_kg)"
+            )
+    out = Path(args.out)
+    _check_writable(out)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.identification.replay import replay
+    from jaxmb.models.machine import load_machine
+
+    try:
+        machine = load_machine(args.machine)
+        print(f"jaxmb simulate: {machine.name}, free-run replay of {args.commands} -> {out}/")
+        summary = replay(machine, args.commands, out, params=args.params,
+                         t_final=args.t_final, plots=not args.no_plots)  # fmt: skip
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    units = summary["display_units"]
+    print(
+        "replay RMSE: "
+        + ", ".join(f"{c} {v:.4g} {units[c]}" for c, v in summary["rmse_display"].items())
+    )
+    print("fit %: " + ", ".join(f"{c} {v:.1f}" for c, v in summary["fit_percent"].items()))
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
 def simulate_cmd(args: argparse.Namespace) -> int:
+    if args.machine.lower().endswith(".toml"):
+        return machine_cmd(args)
     if args.machine == "crane":
         return crane_cmd(args)
     if args.machine == "rpr3-flexible":
@@ -602,16 +665,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--machine",
-        choices=["arm", "crane", "rpr3-flexible"],
+        type=_machine_choice,
         default="arm",
         help="arm: Dastranj & Mattila Section IV (robust control); crane: the lift/tilt crane "
         "(VDC on the A-B-C-D task, or --commands); rpr3-flexible: Ider et al. Section 6 (the "
-        "flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle impact)",
+        "flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle impact); or a "
+        "hydraulic machine file (.toml): a free-run replay of --commands LOG from its measured "
+        "initial state",
     )
     p.add_argument(
         "--out",
         default=None,
-        help="output folder (default out/section_iv, out/crane or out/rpr3_flexible)",
+        help="output folder (default out/section_iv, out/crane, out/rpr3_flexible or out/replay)",
     )
     p.add_argument("--t-final", type=float, default=None, help="duration, s (arm 20, crane 18)")
     p.add_argument(
@@ -800,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
         crane = args.machine == "crane"
         if args.out is None:
             args.out = {"crane": "out/crane", "rpr3-flexible": "out/rpr3_flexible"}.get(
-                args.machine, "out/section_iv"
+                args.machine, "out/replay" if args.machine.endswith(".toml") else "out/section_iv"
             )
         if args.dt_save is None:
             args.dt_save = 0.001 if crane else 0.01

@@ -87,20 +87,39 @@ def test_kr300_parameter_table_and_file(kr300_run):
     assert 1 < summary["condition_number"] < 1e4
 
 
-def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
-    from jaxmb.identification.logs import read_log, write_log
+def _without_payload(src, dst, window=None):
+    """A copy of a log whose sidecar does not say what the tool carries."""
+    from jaxmb.identification.logs import Log, read_log, write_log
 
-    # 3 s of the validation log keep the test short (the sidecar, with the payload, goes along)
-    write_log(tmp_path / "val.parquet", read_log(CRANE / "synthetic_crane_validation.parquet")
-              .window(1.0, 4.0))  # fmt: skip
+    log = read_log(src)
+    log = log if window is None else log.window(*window)
+    cond = {k: v for k, v in log.meta.get("conditions", {}).items() if k != "payload_kg"}
+    write_log(dst, Log(log.t, log.signals, {**log.meta, "conditions": cond}))
+    return dst
+
+
+def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
+    """The crane's logs with the payload (150 kg) left out of their sidecars: stage 1 finds it
+    from the pressure forces, stage 2 the hydraulics by output error."""
+    # 3 s of the validation log keep the test short
+    _without_payload(CRANE / "synthetic_crane_validation.parquet", tmp_path / "val.parquet",
+                     (1.0, 4.0))  # fmt: skip
+    fit_log = _without_payload(CRANE / "synthetic_crane_excitation.parquet",
+                               tmp_path / "fit.parquet")  # fmt: skip
     out = tmp_path / "crane"
-    argv = ["identify", str(CRANE / "synthetic_crane_excitation.parquet"), "--model", "crane",
+    argv = ["identify", str(fit_log), "--model", "crane",
             "--window", "2,5", "--validate", str(tmp_path / "val.parquet"),
             "--out", str(out), "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]
+    payload = summary["payload"]
+    assert payload["mass_kg"] == pytest.approx(150.0, rel=0.03)
+    lo, hi = payload["mass_ci95_kg"]
+    assert lo < payload["mass_kg"] < hi and hi - lo < 0.05 * 150.0
+    assert payload["not_determined"] == ["com_z"]  # out of the crane's plane
+    assert summary["conditions"]["payload_source"] == "identified (stage 1)"
     for name, value in est.items():
         tol = {"valve": 0.02, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
@@ -115,7 +134,7 @@ def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
     crane = load_machine("crane", payload=150.0)  # the log's condition
     true_plant = apply_hydraulics(crane.plant, {"hydraulics": {k: truth[k] for k in est}})
     floor = oe.predict(true_plant, log_columns(crane.read_log(tmp_path / "val.parquet")),
-                       mode="free")["rmse"]  # fmt: skip
+                       mode="free", stride=1)["rmse"]  # fmt: skip
     v = summary["validation_rmse"]["val"]
     v0 = summary["validation_rmse_nominal"]["val"]
     for p in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
@@ -138,11 +157,12 @@ KNUCKLE = DATA / "machines" / "knuckle_telescope"
 
 def test_a_users_machine_file_identified_and_replayed(tmp_path):
     """A machine that is not built in (the knuckle-telescope example: 3-D, a prismatic joint,
-    three cylinders, a payload, a log in its own column names and bar) goes through `jaxmb
-    identify` from its files. Valve coefficients, bulk moduli and Coulomb friction come out
-    near the truth. The free-run replay of a held-out log by the identified plant gives each
-    pressure within 1.5x of the true plant's own replay of the same noisy log; positions, which
-    integrate every remaining flow error over the replay, drift a tenth of the nominal's."""
+    three cylinders, a log in its own column names and bar) goes through `jaxmb identify` from
+    its files, the payload left out of the fit log's sidecar. The payload (stage 1), valve
+    coefficients, bulk moduli and Coulomb friction come out near the truth. The free-run
+    replay of a held-out log by the identified plant gives each pressure within 1.5x of the
+    true plant's own replay of the same noisy log; positions, which integrate every remaining
+    flow error over the replay, drift a tenth of the nominal's."""
     import jax.numpy as jnp
 
     from jaxmb.identification import output_error as oe
@@ -153,13 +173,18 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     val = tmp_path / "val.parquet"
     write_log(val, read_log(KNUCKLE / "knuckle_telescope_validation.parquet").window(1.0, 5.0))
+    # the fit log does not say what the tool carries (100 kg): stage 1 finds it
+    fit_log = _without_payload(KNUCKLE / "knuckle_telescope_excitation.parquet",
+                               tmp_path / "fit.parquet")  # fmt: skip
     out = tmp_path / "id"
-    argv = ["identify", str(KNUCKLE / "knuckle_telescope_excitation.parquet"), "--model",
+    argv = ["identify", str(fit_log), "--model",
             str(machine.path), "--window", "2,8", "--validate", str(val), "--out", str(out),
             "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"] == "knuckle_telescope"
+    assert summary["payload"]["mass_kg"] == pytest.approx(100.0, rel=0.03)
+    assert summary["payload"]["not_determined"] == ["com_y"]  # along the parallel joint axes
     truth = json.loads((KNUCKLE / "knuckle_telescope_truth.json").read_text())["parameters"]
     for name, value in summary["parameters"].items():
         tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
@@ -167,7 +192,9 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     # the true plant's free run of the same validation log: the floor the noise sets
     true_plant = apply_hydraulics(machine.plant, {"hydraulics": {
         k: v for k, v in truth.items() if k in summary["parameters"]}})  # fmt: skip
-    floor = oe.predict(true_plant, log_columns(machine.read_log(val)), mode="free")["rmse"]
+    floor = oe.predict(true_plant, log_columns(machine.read_log(val)), mode="free", stride=1)[
+        "rmse"
+    ]
     ours, nominal = summary["validation_rmse"]["val"], summary["validation_rmse_nominal"]["val"]
     for c, r in ours.items():
         if c.startswith("p_"):  # pressures: at the noise floor (0.3 bar), within 1.5x
@@ -178,3 +205,12 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     table = (out / "validation.csv").read_text().splitlines()
     assert table[0].startswith("log,signal,unit,rmse") and ",p_a_lift,bar," in table[4]
     assert jnp.isfinite(floor["lift"])
+    # the parameter file drives `jaxmb simulate`'s replay of the same log: the same free run
+    sim = tmp_path / "replay"
+    argv = ["simulate", "--machine", str(machine.path), "--commands", str(val), "--params",
+            str(out / "params.json"), "--out", str(sim), "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    replayed = json.loads((sim / "summary.json").read_text())
+    for c, r in ours.items():
+        assert replayed["rmse"][c] == pytest.approx(r, rel=1e-9), c
+    assert (sim / "replay.png").is_file() and (sim / "replay.csv").is_file()

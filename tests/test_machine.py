@@ -272,3 +272,53 @@ def test_a_cylinder_with_no_valve_is_refused(tmp_path):
     bad.write_text(text[:cut] + text[end:])
     with pytest.raises(MachineFileError, match=re.escape("[cylinders.extend]: no valve drives")):
         load_machine(bad)
+
+
+def _knuckle_log(path, drop=(), scale=None):
+    """A short log of the knuckle machine in its own names (pressures in bar as its [log]
+    table declares for the lift cylinder), every column moving."""
+    t = np.linspace(0.0, 1.0, 201)
+    w = np.sin(2 * np.pi * t)
+    cols = {"boom_angle": 0.3 + 0.05 * w, "knuckle_angle": -0.4 + 0.05 * w,
+            "telescope": 0.5 + 0.05 * w, "P_lift_A": 46.0 + w, "P_lift_B": 40.0 - w}  # fmt: skip
+    for a in ("fold", "extend"):
+        cols[f"p_a_{a}"], cols[f"p_b_{a}"] = 40e5 + 1e5 * w, 40e5 - 1e5 * w
+    for a in ("lift", "fold", "extend"):
+        cols[f"u_{a}"] = w
+    for k, f in (scale or {}).items():
+        cols[k] = cols[k] * f
+    write_log(path, t, {k: v for k, v in cols.items() if k not in drop})
+    return path
+
+
+@pytest.mark.parametrize(
+    "case, drop, scale, message",
+    [
+        ("missing pressure", ("p_b_fold",), None, r"missing required column 'p_b_fold'"),
+        ("renamed column missing", ("P_lift_B",), None, r"missing column 'P_lift_B'"),
+        ("bar where Pa", (), {"p_a_fold": 1e-5, "p_b_fold": 1e-5}, r"looks like bar"),
+        ("out of reach", (), {"boom_angle": 5.0}, r"\[cylinders.lift\]: the cylinder cannot reach"),
+    ],
+)
+def test_identify_refuses_a_bad_log_before_anything_is_written(tmp_path, case, drop, scale,
+                                                               message):  # fmt: skip
+    from jaxmb import cli
+
+    log = _knuckle_log(tmp_path / "run.parquet", drop, scale)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        cli.main(["identify", str(log), "--model", str(KNUCKLE), "--out", str(out), "--quiet"])
+    assert not out.exists(), case
+
+
+def test_identify_refuses_a_bad_machine_file_by_name(tmp_path):
+    from jaxmb import cli
+
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    bad = tmp_path / "m.toml"
+    bad.write_text(KNUCKLE.read_text().replace("bore = 0.1\n", "bore = 0.05\n", 1))
+    log = _knuckle_log(tmp_path / "run.parquet")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"m.toml: \[cylinders.fold\] key 'rod_diameter'"):
+        cli.main(["identify", str(log), "--model", str(bad), "--out", str(out), "--quiet"])
+    assert not out.exists()

@@ -546,7 +546,7 @@ def test_required_forces_reduce_to_actual_and_virtual_stability(crane_payload):
 
 
 def test_grad_wrt_body_mass_matches_finite_differences(crane):
-    """d f_lift / d m_lift_boom through crane_chain (built from the jaxmb model) is finite and
+    """d f_lift / d m_L (the lift boom) through crane_chain (built from the jaxmb model) is finite and
     equals central differences."""
     q, qd, qdd = (x[0] for x in crane_states(16, 1))
 
