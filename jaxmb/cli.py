@@ -449,7 +449,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
         if not p.is_file():
             raise SystemExit(f"jaxmb identify: no such log file {str(p)!r}")
     out = Path(args.out)
-    _check_out(out)
+    _check_writable(out)  # made once every input has passed its checks
     import jax
 
     jax.config.update("jax_enable_x64", True)

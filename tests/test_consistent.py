@@ -411,8 +411,9 @@ def test_fit_jits_and_checks_input(friction_data):
     direct = fit_consistent(Y, tau, theta0=theta0, Y_extra=F)
     jitted = jax.jit(lambda t: fit_consistent(Y, t, theta0=theta0, Y_extra=F))(tau)
     # compare what the data determine: rounding differs between the two programs, and the
-    # solver's path along the undetermined directions amplifies it (~1e-8 there)
-    np.testing.assert_allclose(Y @ np.ravel(jitted.pi), Y @ np.ravel(direct.pi), rtol=1e-9)
+    # solver's path along the undetermined directions amplifies it (~1e-8 there; 2.3e-9 relative
+    # in the determined ones with jax 0.10.2 and scipy 1.17)
+    np.testing.assert_allclose(Y @ np.ravel(jitted.pi), Y @ np.ravel(direct.pi), rtol=1e-8)
     np.testing.assert_allclose(jitted.extra, direct.extra, rtol=1e-9)
     # shape mismatches: the runtime jaxtyping check (TypeError) fires before our ValueError
     with pytest.raises((TypeError, ValueError)):

@@ -192,8 +192,8 @@ def test_builtin_name_is_a_file():
 # each: (text to replace in the knuckle file, replacement, message expected)
 BAD_FILES = {
     "mount link missing": (
-        'rod = { link = "boom2", point = [-0.35',
-        'rod = { link = "boom3", point = [-0.35',
+        'rod = { link = "boom2", point = [0.6',
+        'rod = { link = "boom3", point = [0.6',
         r"\[cylinders.fold\] key 'rod': no link 'boom3' in knuckle_telescope.urdf",
     ),
     "rod not thinner than bore": (
@@ -203,8 +203,8 @@ BAD_FILES = {
         r"must be < bore",
     ),
     "stroke not positive": (
-        "stroke = 0.72",
-        "stroke = -0.72",
+        "stroke = 0.8\n",
+        "stroke = -0.8\n",
         r"\[cylinders.fold\] key 'stroke': expected a number > 0",
     ),
     "dead volume zero": (
