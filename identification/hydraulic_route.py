@@ -73,8 +73,9 @@ def _plant_for(machine: Machine, log: Log, estimate=None):
     payload = log.meta.get("conditions", {}).get("payload_kg")
     if machine.payload is None:
         return machine.plant, {}
-    if payload is not None:
-        return machine.with_payload(float(payload)), {"payload_kg": float(payload)}
+    if payload is not None:  # the experiment's mass; the centre identified, if it was
+        com = None if estimate is None else estimate.com
+        return machine.with_payload(float(payload), com), {"payload_kg": float(payload)}
     if estimate is not None:
         plant = machine.with_payload(max(estimate.mass, 0.0), estimate.com)
         return plant, {"payload_kg": estimate.mass, "payload_source": "identified (stage 1)"}
@@ -196,10 +197,10 @@ def identify_hydraulic(
         out / "params.json",
         model_name=name,
         method="output error, multiple shooting",
-        hydraulics={
-            **{r["parameter"]: r["value"] for r in rows},
-            **({} if stage1 is None else {"body.payload.mass": max(stage1.mass, 0.0)}),
-        },
+        hydraulics={r["parameter"]: r["value"] for r in rows},
+        payload=None
+        if stage1 is None
+        else {"mass": max(stage1.mass, 0.0), "com": list(stage1.com), "std": stage1.mass_std},
         uncertainty={r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
         source={"log": str(log_path), "validation": [str(v) for v in validate], **conditions},
     )
@@ -267,7 +268,23 @@ def _payload_summary(e) -> dict:
 
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
-    selector of `output_error.HydraulicParameters` and its positive value (SI)."""
+    selector of `output_error.HydraulicParameters` and its positive value (SI), and its
+    identified ``payload`` (mass, kg; centre, m) where the plant has a payload body."""
+    pay = doc.get("payload")
+    if pay and "payload" in plant.model.body_names:
+        m, c = pay.get("mass"), pay.get("com")
+        ok = isinstance(m, int | float) and np.isfinite(m) and m >= 0
+        ok &= isinstance(c, list) and len(c) == 3 and all(isinstance(x, int | float) for x in c)
+        if not ok:
+            raise ValueError(
+                f"--params: payload: expected mass >= 0 (kg) and com [x, y, z] (m), got {pay!r}"
+            )
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(
+            lambda p: (p.model.bodies[j].mass, p.model.bodies[j].com),
+            plant,
+            (jnp.asarray(float(m)), jnp.asarray(c, dtype=float)),
+        )
     values = doc.get("hydraulics", {})
     if not values:
         return plant

@@ -64,6 +64,7 @@ def write_params(
     joints: dict | None = None,
     joint_model: dict | None = None,
     hydraulics: dict | None = None,
+    payload: dict | None = None,
     forces: dict | None = None,
     uncertainty: dict | None = None,
     source: dict | None = None,
@@ -83,6 +84,7 @@ def write_params(
         "joint_model": joint_model or {},
         "hydraulics": hydraulics or {},
         "forces": forces or {},
+        **({"payload": payload} if payload else {}),
         "uncertainty": uncertainty or {},
     }
     path = Path(path)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.models.machine import Machine, check_reach
@@ -45,12 +47,13 @@ def replay(
     )
     log = machine.read_log(log_path, required=required)
     check_reach(machine, log.stack(list(plant.coordinate_names)), source="log", t=log.t)
-    payload = log.meta.get("conditions", {}).get("payload_kg")
-    if payload is not None and machine.payload is not None:
-        plant = machine.with_payload(float(payload))
-    if params is not None:
+    if params is not None:  # identified hydraulics and payload
         doc = params_file.read_params(params, model_name=machine.name)
         plant = apply_hydraulics(plant, doc)
+    payload = log.meta.get("conditions", {}).get("payload_kg")
+    if payload is not None and machine.payload is not None:  # the experiment's own payload
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
     cols = log_columns(log)
     t_end = None
     if t_final is not None:
@@ -73,7 +76,9 @@ def replay(
         "params": None if params is None else str(params),
         "mode": "free-run replay of the logged commands from the measured initial state",
         "solver": "RK4, fixed 1 ms",
-        "payload_kg": payload,
+        "payload_kg": float(plant.model.body("payload").mass)
+        if "payload" in plant.model.body_names
+        else None,
         "t_span_s": [float(run["t"][0]), float(run["t"][-1])],
         "rmse": run["rmse"],
         "rmse_display": {c: run["rmse"][c] / display[c][1] for c in names},

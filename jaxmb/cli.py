@@ -175,7 +175,11 @@ def crane_cmd(args: argparse.Namespace) -> int:
 
         try:
             doc = read_params(args.params, model_name="crane")
-            plant = apply_hydraulics(lift_tilt_crane_plant(payload=args.payload), doc)
+            plant = apply_hydraulics(lift_tilt_crane_plant(), doc)  # its payload, if identified
+            if args.payload != 0.0:  # the option names this run's payload
+                plant = apply_hydraulics(
+                    plant, {"payload": {"mass": args.payload, "com": [0.0] * 3}}
+                )
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
         print(f"plant and controller model: hydraulic parameters from {args.params}")
