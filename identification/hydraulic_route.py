@@ -86,6 +86,16 @@ def _plant_for(machine: Machine, log: Log, estimate=None):
 DISPLAY = {"angle": ("deg", np.pi / 180), "length": ("mm", 1e-3), "pressure": ("bar", 1e5)}
 
 
+def required_signals(plant: HydraulicPlant) -> tuple[str, ...]:
+    """What a log of ``plant`` must hold for output error and replay: its coordinates, every
+    chamber pressure and every command."""
+    return (
+        tuple(plant.coordinate_names)
+        + tuple(f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b"))
+        + tuple(plant.command_names)
+    )
+
+
 def _read(machine: Machine, path, required) -> tuple[Log, dict]:
     log = machine.read_log(path, required=required)
     coords = machine.plant.model.coordinate_names
@@ -111,11 +121,7 @@ def identify_hydraulic(
     (within ``window`` if given), validate by free-run replay of the ``validate`` logs (module
     docstring), write the report into ``out`` and return the summary entries."""
     plant = machine.plant
-    required = (
-        tuple(plant.coordinate_names)
-        + tuple(f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b"))
-        + tuple(plant.command_names)
-    )
+    required = required_signals(plant)
     # every log is read and checked before anything compiles
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}

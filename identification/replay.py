@@ -22,7 +22,7 @@ from jaxmb.models.machine import Machine, check_reach
 
 from . import output_error as oe
 from . import params_file, report
-from .hydraulic_route import DISPLAY, apply_hydraulics, log_columns
+from .hydraulic_route import DISPLAY, apply_hydraulics, log_columns, required_signals
 from .logs import schema_for, write_log
 
 __all__ = ["replay"]
@@ -40,12 +40,7 @@ def replay(
     """Replay ``log_path`` (module docstring) and write the report into ``out``; returns the
     summary. Every input is read and checked before anything compiles or is written."""
     plant = machine.plant
-    required = (
-        tuple(plant.coordinate_names)
-        + tuple(f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b"))
-        + tuple(plant.command_names)
-    )
-    log = machine.read_log(log_path, required=required)
+    log = machine.read_log(log_path, required=required_signals(plant))
     check_reach(machine, log.stack(list(plant.coordinate_names)), source="log", t=log.t)
     if params is not None:  # identified hydraulics and payload
         doc = params_file.read_params(params, model_name=machine.name)

@@ -64,9 +64,10 @@ class CylinderLoops(CoordinateMap):
         self.R0 = jnp.asarray(R0, float).reshape(-1, 3, 3)
         self.names = tree.coordinate_names
 
-    def pin_vectors(self, q: Float[Array, " n"]) -> Float[Array, "m 3"]:
-        """``e_c``, the vector from base pin to rod pin in each tube's joint frame (m)."""
-        T = frame_transforms(self.tree, xi(self.tree, q))
+    def pin_vectors(self, qhat: Float[Array, " nt"]) -> Float[Array, "m 3"]:
+        """``e_c``, the vector from base pin to rod pin in each tube's joint frame (m), at the
+        tree's augmented coordinates ``qhat``."""
+        T = frame_transforms(self.tree, qhat)
         names = tuple(f.name for f in self.tree.frames)
         out = []
         for k, (fa, fb) in enumerate(zip(self.base_frames, self.rod_frames, strict=True)):
@@ -77,11 +78,12 @@ class CylinderLoops(CoordinateMap):
         return jnp.stack(out)
 
     def __call__(self, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
-        e = self.pin_vectors(q)
+        qhat = xi(self.tree, q)  # once: the tree's own map (mimic joints) or q itself
+        e = self.pin_vectors(qhat)
         alpha = jnp.arctan2(e[:, 1], e[:, 0])
         s = jnp.hypot(e[:, 0], e[:, 1])
         extra = jnp.stack([alpha, s], axis=1).reshape(-1)
-        return jnp.concatenate([xi(self.tree, q), extra])
+        return jnp.concatenate([qhat, extra])
 
 
 def tube_rotation(axis: np.ndarray) -> np.ndarray:
