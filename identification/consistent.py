@@ -323,7 +323,8 @@ def _fit(Y, tau, w, Ye, theta0, extra0, positive, prior, prior_weight, steps, to
         r = R @ z - c
         if prior is not None:
             # 0.5 * 2 w d = w d
-            r_prior = jnp.sqrt(2.0 * prior_weight) * _divergence_residuals(theta, prior)
+            w_body = jnp.broadcast_to(prior_weight, theta.shape[:1])[:, None]
+            r_prior = jnp.sqrt(2.0 * w_body) * _divergence_residuals(theta, prior)
             r = jnp.concatenate([r, r_prior.reshape(-1)])
         return r
 
@@ -334,7 +335,8 @@ def _fit(Y, tau, w, Ye, theta0, extra0, positive, prior, prior_weight, steps, to
     beta = extras(u)
     cost = 0.5 * jnp.sum((A @ jnp.concatenate([pi.reshape(-1), beta]) - b) ** 2)
     if prior is not None:
-        cost = cost + prior_weight * jnp.sum(_divergence_residuals(theta, prior) ** 2)
+        w_body = jnp.broadcast_to(prior_weight, theta.shape[:1])[:, None]
+        cost = cost + jnp.sum(w_body * _divergence_residuals(theta, prior) ** 2)
     return ConsistentFit(
         pi=pi,
         theta=theta,
@@ -355,7 +357,7 @@ def fit_consistent(
     extra_positive: Bool[ArrayLike, " ne"] | None = None,
     weights: Float[ArrayLike, " m"] | None = None,
     prior: Float[ArrayLike, "nb 10"] | None = None,
-    prior_weight: float | Float[Array, ""] = 0.0,
+    prior_weight: float | Float[ArrayLike, ""] | Float[ArrayLike, " nb"] = 0.0,
     steps: int = 256,
     tol: float = 1e-10,
 ) -> ConsistentFit:
@@ -396,7 +398,8 @@ def fit_consistent(
         extra_positive: which extra parameters must stay positive (softplus parameterised).
         weights: per-row weights, positive, m.
         prior: prior standard parameters (nb, 10), physically consistent; needs prior_weight.
-        prior_weight: weight of the divergence, >= 0.
+        prior_weight: weight of the divergence, >= 0: one for all bodies, or one per body (a
+            body known well, like a CAD boom, beside one barely known, like a payload).
         steps: maximum Levenberg-Marquardt iterations (static).
         tol: relative and absolute tolerance on the change of the iterate and of the cost.
 
@@ -448,10 +451,16 @@ def fit_consistent(
         if not isinstance(prior, jax.core.Tracer):
             _body_check(prior, "prior")  # names the non-physical prior body
         prior = parameters_to_log_cholesky(prior)
-    elif not isinstance(prior_weight, jax.core.Tracer) and float(prior_weight) != 0.0:
-        raise ValueError("prior_weight: is nonzero but no prior was given")
-    if not isinstance(prior_weight, jax.core.Tracer) and not float(prior_weight) >= 0:
-        raise ValueError(f"prior_weight: expected >= 0, got {prior_weight}")
+    if not isinstance(prior_weight, jax.core.Tracer):
+        pw_np = np.asarray(prior_weight, dtype=float)
+        if pw_np.shape not in ((), (nb,)):
+            raise ValueError(
+                f"prior_weight: expected a number or one per body ({nb},), got {pw_np.shape}"
+            )
+        if prior is None and (pw_np != 0.0).any():
+            raise ValueError("prior_weight: is nonzero but no prior was given")
+        if not (pw_np >= 0).all():
+            raise ValueError(f"prior_weight: expected >= 0, got {prior_weight}")
     if not (isinstance(steps, int) and steps > 0):
         raise ValueError(f"steps: expected a positive int, got {steps!r}")
     pw = jnp.asarray(prior_weight, dtype=float)

@@ -20,13 +20,14 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.hydraulics import StribeckFriction
 from jaxmb.models.machine import Machine, check_reach
 from jaxmb.plant import HydraulicPlant
 
+from . import mechanics as mech
 from . import output_error as oe
 from . import params_file, report
 from .logs import Log, schema_for
-from .payload import estimate_payload
 
 __all__ = [
     "DEFAULT_SELECTORS",
@@ -66,20 +67,36 @@ def log_columns(log: Log) -> dict[str, np.ndarray]:
     return {"t": np.asarray(log.t), **{k: np.asarray(log[k]) for k in log.names}}
 
 
-def _plant_for(machine: Machine, log: Log, estimate=None):
-    """The machine's plant under the log's experimental conditions: a payload named in the
-    sidecar, else stage 1's estimate (`payload.estimate_payload`), else the file's; and those
-    conditions."""
+def _plant_for(machine: Machine, log: Log, stage1: mech.MechanicsEstimate) -> HydraulicPlant:
+    """The machine's plant under ``log``'s experimental conditions: the bodies of stage 1
+    (`mechanics.identify_mechanics`), the payload's mass named in the log's sidecar if it
+    names one (the identified centre and inertia kept), and stage 1's cylinder friction."""
+    plant = mech.with_bodies(machine.plant, stage1.model)
     payload = log.meta.get("conditions", {}).get("payload_kg")
-    if machine.payload is None:
-        return machine.plant, {}
-    if payload is not None:  # the experiment's mass; the centre identified, if it was
-        com = None if estimate is None else estimate.com
-        return machine.with_payload(float(payload), com), {"payload_kg": float(payload)}
-    if estimate is not None:
-        plant = machine.with_payload(max(estimate.mass, 0.0), estimate.com)
-        return plant, {"payload_kg": estimate.mass, "payload_source": "identified (stage 1)"}
-    return machine.plant, {}
+    if machine.payload is not None and payload is not None:
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
+    return eqx.tree_at(lambda p: p.actuators, plant, _friction_from(stage1, plant.actuators))
+
+
+def _friction_from(stage1: mech.MechanicsEstimate, actuators) -> tuple:
+    """The actuators with stage 1's Coulomb force and viscous coefficient (where positive) in
+    their Stribeck laws, the static force at the file's ratio to the Coulomb force (stage 1's
+    own static force is poorly determined: the low-pass smears the hump below ``v_s``)."""
+    out = []
+    for a in actuators:
+        f = a.friction
+        fc = stage1.friction.get(f"friction.{a.name}.F_c", 0.0)
+        if isinstance(f, StribeckFriction) and fc > 0:
+            sigma = stage1.friction[f"friction.{a.name}.sigma"]
+            f = eqx.tree_at(
+                lambda f: (f.F_c, f.F_s, f.sigma), f,
+                (jnp.asarray(fc), jnp.asarray(fc * f.F_s / f.F_c),
+                 jnp.asarray(sigma) if sigma > 0 else f.sigma),
+            )  # fmt: skip
+            a = eqx.tree_at(lambda a: a.friction, a, f)
+        out.append(a)
+    return tuple(out)
 
 
 # how each kind of signal is shown in tables and plots: (unit, SI per unit)
@@ -116,6 +133,7 @@ def identify_hydraulic(
     friction: bool = True,
     leakage: bool = False,
     max_evaluations: int = 20,
+    prior_weight: float | None = None,
 ) -> dict:
     """Fit `hydraulic_selectors` from nominal by multiple-shooting output error on ``log_path``
     (within ``window`` if given), validate by free-run replay of the ``validate`` logs (module
@@ -126,13 +144,20 @@ def identify_hydraulic(
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
     t0, t1 = (None, None) if window is None else window
-    stage1 = None
-    if machine.payload is not None and "payload_kg" not in log.meta.get("conditions", {}):
-        # the log does not say what the tool carries: stage 1 finds it from the pressures
-        progress("identifying the payload (regressor route on the pressure forces)")
-        fit_log = log if window is None else log.window(*window)
-        stage1 = estimate_payload(machine, fit_log)
-    plant, conditions = _plant_for(machine, log, stage1)
+    known = log.meta.get("conditions", {}).get("payload_kg")
+    progress(
+        "identifying the mechanics (regressor route on the pressure forces)"
+        + ("" if machine.payload is None or known is not None else ", payload included")
+    )
+    fit_log = log if window is None else log.window(*window)
+    stage1 = mech.identify_mechanics(
+        machine, fit_log, payload_known=None if known is None else float(known),
+        prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,
+    )  # fmt: skip
+    plant = _plant_for(machine, log, stage1)
+    conditions = {} if known is None else {"payload_kg": float(known)}
+    if machine.payload is not None and known is None:
+        conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified (stage 1)"}
     names = hydraulic_selectors(plant, friction=friction, leakage=leakage)
     spec = oe.HydraulicParameters(
         names, reference={n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
@@ -141,16 +166,17 @@ def identify_hydraulic(
     seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     res = oe.fit(plant, spec, seg, max_evaluations=max_evaluations)
     pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
-    nominal = oe.predict(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
+    file_plant = _nominal_for(machine, log)
+    nominal = oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     series = {f"fit_{Path(log_path).stem}": pred}
     validation, validation_nominal, validation_segments = {}, {}, {}
     fit_pct, fit_pct_nominal = {}, {}
     for stem, (vlog, vcols) in vlogs.items():
         progress(f"validating on {stem} (free-run replay)")
-        vplant_nominal, _ = _plant_for(machine, vlog, stage1)
+        vplant_nominal = _plant_for(machine, vlog, stage1)
         vplant = oe.plant_with(jnp.asarray(res.theta), vplant_nominal, spec)
         free = oe.predict(vplant, vcols, mode="free", stride=1)  # every sample
-        free0 = oe.predict(vplant_nominal, vcols, mode="free", stride=1)
+        free0 = oe.predict(_nominal_for(machine, vlog), vcols, mode="free", stride=1)
         validation[stem], validation_nominal[stem] = free["rmse"], free0["rmse"]
         fit_pct[stem], fit_pct_nominal[stem] = (
             {c: report.fit_percent(p["measured"][c], p["predicted"][c]) for c in p["rmse"]}
@@ -162,6 +188,8 @@ def identify_hydraulic(
     progress("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
+    file_values = oe.parameter_values(oe.initial_theta(file_plant, spec), file_plant, spec)
+    start_values = oe.parameter_values(oe.initial_theta(plant, spec), plant, spec)
     rows = []
     for k, n in enumerate(res.names):
         val, s = res.values[n], res.std[n]
@@ -174,12 +202,12 @@ def identify_hydraulic(
                 "rel_std_percent": float(100 * s / abs(val)),
                 "ci95_low": float(lo),
                 "ci95_high": float(hi),
-                "nominal": float(
-                    oe.parameter_values(oe.initial_theta(plant, spec), plant, spec)[n]
-                ),
+                "nominal": float(file_values[n]),
+                "stage1": float(start_values[n]),
             }
         )
     report.write_table(out / "parameters.csv", rows)
+    mechanics = _mechanics_report(out, stage1)
     kinds = schema_for(plant).kinds
     signals = seg.signal_names
     display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
@@ -203,11 +231,22 @@ def identify_hydraulic(
         out / "params.json",
         model_name=name,
         method="output error, multiple shooting",
-        hydraulics={r["parameter"]: r["value"] for r in rows},
+        model=res.plant.model,
+        hydraulics={**_friction_rest(res.plant), **{r["parameter"]: r["value"] for r in rows}},
         payload=None
-        if stage1 is None
-        else {"mass": max(stage1.mass, 0.0), "com": list(stage1.com), "std": stage1.mass_std},
-        uncertainty={r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
+        if stage1.payload_mass is None
+        else {
+            "mass": max(stage1.payload_mass, 0.0),
+            "com": list(stage1.payload_com),
+            "std": stage1.payload_mass_std,
+        },  # fmt: skip
+        uncertainty={
+            **{
+                n: {"value": float(v), "std": float(sd_)}
+                for n, v, sd_ in zip(stage1.names, stage1.values, stage1.std, strict=True)
+            },
+            **{r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
+        },  # fmt: skip
         source={"log": str(log_path), "validation": [str(v) for v in validate], **conditions},
     )
     plots = report.series_plots(
@@ -241,7 +280,8 @@ def identify_hydraulic(
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
         "conditions": conditions,
-        "payload": None if stage1 is None else _payload_summary(stage1),
+        "payload": _payload_summary(stage1),
+        "mechanics": mechanics,
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
         "validation": "free-run replay of the logged commands from the measured initial state",
@@ -256,26 +296,95 @@ def identify_hydraulic(
     }
 
 
-def _payload_summary(e) -> dict:
+def _nominal_for(machine: Machine, log: Log) -> HydraulicPlant:
+    """The file's (unidentified) plant under ``log``'s named payload, if it names one."""
+    payload = log.meta.get("conditions", {}).get("payload_kg")
+    if machine.payload is None or payload is None:
+        return machine.plant
+    return machine.with_payload(float(payload))
+
+
+def _friction_rest(plant: HydraulicPlant) -> dict:
+    """The friction leaves that output error does not refit but stage 1 set (static force,
+    viscous coefficient), for the parameter file."""
+    return {
+        f"friction.{a.name}.{k}": float(getattr(a.friction, k))
+        for a in plant.actuators
+        if isinstance(a.friction, StribeckFriction)
+        for k in ("F_s", "sigma")
+    }
+
+
+def _mechanics_report(out: Path, e: mech.MechanicsEstimate) -> dict:
+    """``mechanics.csv`` (every stage-1 parameter with std, 95 % interval, the file's value and
+    whether the log or the prior determines it), ``base_parameters.csv`` (the base parameters'
+    WLS estimates) and the summary entries."""
+    z = 1.959963984540054
+    rows = [
+        {"parameter": n, "value": float(v), "std": float(s), "ci95_low": float(v - z * s),
+         "ci95_high": float(v + z * s), "nominal": float(p), "from_log": float(f),
+         "determined_by": "log" if f >= mech.DETERMINED else "prior"}
+        for n, v, s, p, f in zip(e.names, e.values, e.std, e.nominal, e.from_log, strict=True)
+    ]  # fmt: skip
+    report.write_table(out / "mechanics.csv", rows)
+    ci = e.base_fit.interval(0.95)
+    report.write_table(
+        out / "base_parameters.csv",
+        [
+            {"base_parameter": x, "value": float(v), "std": float(s), "ci95_low": float(lo),
+             "ci95_high": float(hi)}
+            for x, v, s, (lo, hi) in zip(
+                e.base.expressions(3), e.base_fit.theta, e.base_fit.std, ci, strict=True
+            )
+        ],
+    )  # fmt: skip
+    out_ = {
+        "method": "regressor route on the pressure forces: base parameters by WLS (one noise "
+        "level per joint), then a physically consistent (log-Cholesky) fit of every body pulled "
+        f"toward the file's values (prior weight {e.prior_weight:g}); zero-phase low-pass at "
+        f"{e.cutoff_hz:g} Hz on every column, friction laws filtered alike; {e.samples} samples; "
+        "std by the Laplace approximation",
+        "prior_weight": e.prior_weight,
+        "n_base_parameters": e.base.rank,
+        "condition_number": e.base_fit.condition,
+        "converged": e.converged,
+        "rms_residual": dict(zip(e.model.coordinate_names, e.rms_residual, strict=True)),
+        "bodies": {
+            b.name: {"mass_kg": float(b.mass), "com_m": np.asarray(b.com).tolist()}
+            for b in e.model.bodies
+        },
+        "friction": e.friction,
+        "determined_by_prior": list(e.not_determined),
+        "weak_directions": e.weak,
+    }
+    return out_
+
+
+def _payload_summary(e: mech.MechanicsEstimate) -> dict | None:
     """Stage 1's payload for ``summary.json``: mass with std and 95 % interval, the centre where
     the log determines it, and what it does not."""
+    if e.payload_mass is None:
+        return None
+    m, s = e.payload_mass, e.payload_mass_std
     return {
-        "mass_kg": e.mass,
-        "mass_std_kg": e.mass_std,
-        "mass_ci95_kg": [e.mass - 1.96 * e.mass_std, e.mass + 1.96 * e.mass_std],
-        "com_m": list(e.com),
-        "com_std_m": [s if np.isfinite(s) else None for s in e.com_std],
-        "not_determined": [f"com_{'xyz'[k]}" for k in range(3) if not e.com_determined[k]],
-        "friction_stage1": e.friction,
-        "method": f"linear least squares on the pressure forces, zero-phase low-pass at "
-        f"{e.cutoff_hz:g} Hz, {e.samples} samples; booms and cylinder bodies at the file's values",
+        "mass_kg": m,
+        "mass_std_kg": s,
+        "mass_ci95_kg": [m - 1.96 * s, m + 1.96 * s],
+        "com_m": list(e.payload_com),
+        "com_std_m": list(e.payload_com_std),
+        "not_determined": [f"com_{'xyz'[k]}" for k in range(3) if not e.payload_com_determined[k]],
+        "method": "stage 1 (mechanics): the payload body fitted with the booms, which the "
+        "file's values hold by the prior",
     }
 
 
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
     selector of `output_error.HydraulicParameters` and its positive value (SI), and its
-    identified ``payload`` (mass, kg; centre, m) where the plant has a payload body."""
+    identified ``bodies`` (`params_file.apply_bodies`) and ``payload`` (mass, kg; centre, m)
+    where the plant has a payload body."""
+    if doc.get("bodies"):
+        plant = eqx.tree_at(lambda p: p.model, plant, params_file.apply_bodies(plant.model, doc))
     pay = doc.get("payload")
     if pay and "payload" in plant.model.body_names:
         m, c = pay.get("mass"), pay.get("com")

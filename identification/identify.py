@@ -205,7 +205,7 @@ def identify(
     cutoff: float = 10.0,
     stride: int = 1,
     terms: Sequence[str] = DEFAULT_TERMS,
-    prior_weight: float = 0.1,
+    prior_weight: float | None = None,
     window: tuple[float, float] | None = None,
     drives=None,
     leakage: bool = False,
@@ -227,7 +227,7 @@ def identify(
         name, m, route = resolve_model(model)
         if route == "rigid":
             options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms),
-                           prior_weight=prior_weight)  # fmt: skip
+                           prior_weight=0.1 if prior_weight is None else prior_weight)  # fmt: skip
             if name in KNOWN_FORCES:
                 options["known_forces"] = KNOWN_FORCES[name]()
             if drives is not None:
@@ -239,8 +239,9 @@ def identify(
             from .hydraulic_route import identify_hydraulic
 
             summary = identify_hydraulic(
-                name, m, log_path, out, validate, progress, window=window, leakage=leakage
-            )
+                name, m, log_path, out, validate, progress, window=window, leakage=leakage,
+                prior_weight=prior_weight,
+            )  # fmt: skip
         bar.update(bar.total - bar.n)
     finally:
         bar.close()

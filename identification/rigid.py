@@ -197,12 +197,17 @@ class RigidIdentification(eqx.Module):
     weak: list
 
 
-def model_from_parameters(model: Model, pi: np.ndarray) -> Model:
+def model_from_parameters(
+    model: Model, pi: np.ndarray, bodies: Sequence[str] | None = None
+) -> Model:
     """``model`` with each body's mass, COM and COM inertia from its 10 standard parameters
-    (inverse of `jaxmb.inertial_parameters`). Raises naming the body if one is not a realisable
-    rigid body (mass <= 0 or inertia not physical)."""
-    pi = np.asarray(pi, dtype=float).reshape(len(model.bodies), 10)
-    for b, p in zip(model.bodies, pi, strict=True):
+    (inverse of `jaxmb.inertial_parameters`); with ``bodies``, only those, ``pi`` holding theirs
+    in that order. Raises naming the body if one is not a realisable rigid body (mass <= 0 or
+    inertia not physical)."""
+    names = model.body_names if bodies is None else tuple(bodies)
+    pi = np.asarray(pi, dtype=float).reshape(len(names), 10)
+    for name, p in zip(names, pi, strict=True):
+        b = model.bodies[model.body_names.index(name)]
         m, h = p[0], p[1:4]
         if not m > 0:
             raise ValueError(f"body {b.name!r}: identified mass {m:.6g} kg is not positive")

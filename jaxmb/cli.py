@@ -755,9 +755,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--prior-weight",
         type=float,
-        default=0.1,
-        help="consistent fit: weight of the log-det divergence toward the model's own (CAD) "
-        "inertias (default 0.1; 0 for none)",
+        default=None,
+        help="consistent fit: weight w of the log-det divergence toward the model's own (CAD) "
+        "inertias, which trusts them to about 1/(2 sqrt(w)) in scale (default 0.1 for a robot; "
+        "625, i.e. 2 %%, for a hydraulic machine's booms; 0 for none on a robot)",
     )
     p.add_argument(
         "--terms",

@@ -70,9 +70,9 @@ KFF = np.array([20.0, -8.0])
 Q0 = (0.45, -0.15)
 
 
-def true_plant():
+def true_plant(payload: float = PAYLOAD):
     """The synthetic crane's TRUE plant (see the module docstring)."""
-    plant = lift_tilt_crane_plant(full=True, payload=PAYLOAD, friction="stribeck")
+    plant = lift_tilt_crane_plant(full=True, payload=payload, friction="stribeck")
     for i, name in enumerate(ACTUATORS):
         a = plant.actuators[i]
         for edge, f in VALVE_FACTORS[name].items():
@@ -227,7 +227,17 @@ EXPERIMENTS = {
         "lugre", 4.0, [[0.020, 0.006], [0.025, 0.008]], [[0.23, 0.9], [0.17, 0.7]],
         (0.9, -0.2), 0.1,
     ),
+    # the same crane carrying 60 kg that its sidecars do not mention (issue 27's user case)
+    "synthetic_crane_payload_excitation": (
+        "stribeck60", 40.0, [[0.22, 0.08, 0.03], [0.25, 0.10, 0.04]],
+        [[0.06, 0.19, 0.47], [0.09, 0.29, 0.61]], Q0, 0.4,
+    ),
+    "synthetic_crane_payload_validation": (
+        "stribeck60", 20.0, [[0.18, 0.08], [0.22, 0.10]], [[0.08, 0.37], [0.12, 0.25]], Q0, 0.4,
+    ),
 }  # fmt: skip
+# payload carried (kg) and whether the sidecar names it, per plant kind
+PAYLOADS = {"stribeck": (PAYLOAD, True), "lugre": (PAYLOAD, True), "stribeck60": (60.0, False)}
 
 
 def main(argv=None) -> None:
@@ -251,10 +261,12 @@ def main(argv=None) -> None:
             "nominal": lugre_record(lift_tilt_crane_plant(full=True, friction="lugre")),
             "note": "hydraulics of the LuGre log are nominal; only the friction differs",
         },
+        "payload_kg": {"synthetic_crane_payload_excitation": 60.0,
+                       "synthetic_crane_payload_validation": 60.0, "others": PAYLOAD},
         "provenance": {"generator": "scripts/make_crane_logs.py", "seed": args.seed},
-    }
+    }  # fmt: skip
     (args.out / "synthetic_crane_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
-    plants = {"stribeck": plant, "lugre": lugre_true_plant()}
+    plants = {"stribeck": plant, "lugre": lugre_true_plant(), "stribeck60": true_plant(60.0)}
     for k, (stem, (kind, t_end, amp, freq, offset, dither)) in enumerate(EXPERIMENTS.items()):
         if args.only is not None and stem not in args.only:
             continue
@@ -278,12 +290,14 @@ def main(argv=None) -> None:
             "model": "lift_tilt_crane",
             "synthetic": True,
             "sensors": SENSORS,
-            "conditions": {"payload_kg": PAYLOAD, "p_supply_pa": 185e5, "p_return_pa": 10e5},
+            "conditions": {"p_supply_pa": 185e5, "p_return_pa": 10e5}
+            | ({"payload_kg": PAYLOADS[kind][0]} if PAYLOADS[kind][1] else {}),
             "provenance": {
                 "generator": "scripts/make_crane_logs.py",
                 "seed": args.seed,
                 "experiment": stem,
-                "plant": f"lift_tilt_crane_plant(full=True, payload=150, friction={kind!r}) "
+                "plant": f"lift_tilt_crane_plant(full=True, payload={PAYLOADS[kind][0]:g}, "
+                f"friction={kind.rstrip('60')!r}) "
                 "with the TRUE parameters of synthetic_crane_truth.json"
                 + (" (key 'lugre')" if kind == "lugre" else ""),
                 "excitation": {

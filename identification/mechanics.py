@@ -1,0 +1,400 @@
+r"""Stage 1 of a hydraulic machine's identification: the mechanics (booms, cylinder bodies and
+payload) and cylinder friction from the chamber pressures, by the regressor route, before any
+simulation.
+
+The cylinders' pressure forces ``F_i = A_a p_a - A_b p_b`` (Petrovic & Mattila (2022) eq. (79))
+map to generalized forces ``tau_p = sum_i J_x_i(q)^T F_i`` (the plant's input matrix). The
+equations of motion (Dastranj & Mattila (2026) eq. (13)), with the net piston force
+``F_i - f_i(xdot_i)`` on the mechanism, are linear in every body's 10 standard inertial
+parameters and in each cylinder's friction law written in linear form:
+
+    tau_p = Y(q, qd, qdd) pi + sum_i J_x_i^T [tanh(v/v_eps), exp(-(v/v_s)^2) tanh(v/v_eps), v]
+                                            [F_c, F_s - F_c, sigma]^T ,   v = xdot_i
+
+``Y`` the inertial regressor (`jaxmb.regressor`, with the cylinders' tube and rod bodies through
+their loop closures) and ``v_s``, ``v_eps`` the file's widths. Positions are differentiated and
+every column (pressures included) low-passed alike (`signals.estimate_derivatives`, zero phase,
+Gautier's parallel filtering).
+
+From the stacked equations (one noise level per joint, Gautier & Poignet (2001)):
+
+1. **Base parameters** (Gautier (1990), `regressor.base_parameters`): the combinations the log
+   determines, by weighted least squares, each with its standard deviation and 95 % interval.
+2. **A physically consistent model** (`consistent.fit_consistent`: log-Cholesky parameters,
+   Rucker & Wensing (2022)) of every body, pulled toward the file's (CAD) values by the log-det
+   divergence with the user's ``prior_weight`` (Lee & Park (2018)). The payload has no CAD value:
+   its prior is the payload-only fit (`payload.estimate_payload`) at a weight a thousand times
+   weaker, which only settles what the log leaves open (its second moments, an out-of-plane
+   offset).
+3. **Standard deviations of every parameter** by the Laplace approximation of that fit: the
+   inverse of the Gauss-Newton Hessian ``A^T A + sum_b w_b grad^2 d_b`` (data weighted by
+   ``1/sigma``, so the cost is half a chi-square). The share of a parameter's precision that comes
+   from the log rather than the prior, ``1 - var_post / var_prior``, says which parameters the log
+   determines; the rest are reported as held by the prior.
+
+The estimated noise is correlated over about ``fs / (2 cutoff)`` samples (the low-pass), so the
+variances are scaled up by that oversampling factor over the stride (`rigid.identify_rigid`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+from jaxmb.hydraulics import StribeckFriction
+from jaxmb.models.machine import Machine
+from jaxmb.plant import HydraulicPlant
+
+from . import consistent as cons
+from . import regressor as rg
+from .least_squares import LeastSquaresFit, least_squares, weak_directions
+from .logs import Log
+from .rigid import model_from_parameters
+from .signals import estimate_derivatives, lowpass
+
+__all__ = [
+    "CUTOFF",
+    "PRIOR_WEIGHT",
+    "PressureSamples",
+    "pressure_samples",
+    "MechanicsEstimate",
+    "identify_mechanics",
+    "with_bodies",
+]
+
+CUTOFF = 4.0  # Hz: a boom's motion lives below 1-2 Hz; the hydraulic modes (~7 Hz) are cut
+# The divergence of a body scaled by (1 + e) is about 2 e^2, so a weight w trusts the file's
+# (CAD) bodies to a relative std of about 1 / (2 sqrt(w)): 625 is 2 %, a welded boom's CAD mass.
+PRIOR_WEIGHT = 625.0
+PAYLOAD_PRIOR_SHARE = 1e-3  # the payload's prior (the payload-only fit): only for what data miss
+PAYLOAD_RADIUS = 0.1  # m: the payload prior's extent (a solid sphere): a point mass is singular
+COM_WEAK = 0.05  # m: a payload centre coordinate with a larger std is not determined
+DETERMINED = 0.5  # a parameter the log determines: more than half its precision from data
+
+
+@dataclass(frozen=True)
+class PressureSamples:
+    """A log's samples for the pressure-force equations (SI): positions, their derivatives and
+    the cylinders' pressure forces ``F (N, m)``, filtered alike, edges trimmed and strided."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    F: np.ndarray
+    piston_velocity: np.ndarray  # (T, m) every sample, differentiated at 4 x cutoff
+    index: np.ndarray  # the samples kept
+    fs: float
+    cutoff: float
+    stride: int
+
+
+def pressure_samples(
+    plant: HydraulicPlant, log: Log, *, cutoff: float = CUTOFF, stride: int = 10
+) -> PressureSamples:
+    """The samples of a validated, uniformly sampled ``log`` of ``plant`` (module docstring);
+    ``1.5 / cutoff`` s at each end, where the zero-phase filter is least accurate, are dropped."""
+    names = plant.model.coordinate_names
+    est = estimate_derivatives(log, names, cutoff=cutoff)
+    fs = 1.0 / float(np.median(np.diff(log.t)))
+    edge = int(np.ceil(1.5 / cutoff * fs))
+    keep = np.arange(edge, log.n - edge, stride)
+    # the friction laws are nonlinear in the piston velocity: they are evaluated on a velocity
+    # that keeps the motion's detail (4 x cutoff) and then filtered like everything else
+    fast = estimate_derivatives(log, names, cutoff=min(4.0 * cutoff, 0.2 * fs))
+    B = jax.jit(jax.vmap(plant.input_matrix))(jnp.asarray(fast.stack(list(names))))
+    qd_fast = fast.stack([f"qd_{c}" for c in names])
+    xd = np.einsum("tnm,tn->tm", np.asarray(B), qd_fast)
+    F = np.stack(
+        [a.cylinder.force(est[f"p_a_{a.name}"], est[f"p_b_{a.name}"]) for a in plant.actuators],
+        axis=1,
+    )
+    return PressureSamples(
+        q=est.stack(list(names))[keep],
+        qd=est.stack([f"qd_{c}" for c in names])[keep],
+        qdd=est.stack([f"qdd_{c}" for c in names])[keep],
+        F=F[keep],
+        piston_velocity=xd,
+        index=keep,
+        fs=fs,
+        cutoff=float(cutoff),
+        stride=int(stride),
+    )
+
+
+def friction_widths(plant: HydraulicPlant) -> tuple[tuple[float, float], ...]:
+    """Each cylinder's ``(v_s, v_eps)`` of its friction law in linear form (the file's Stribeck
+    widths; other laws take the spec's 5 mm/s and 1 mm/s)."""
+    out = []
+    for a in plant.actuators:
+        f = a.friction
+        out.append(
+            (float(f.v_s), float(f.v_eps)) if isinstance(f, StribeckFriction) else (5e-3, 1e-3)
+        )
+    return tuple(out)
+
+
+def equations(plant: HydraulicPlant, s: PressureSamples, *, stribeck: bool = False):
+    """``(tau_p (N, n), Y (N, n, 10 nb), Y_friction (N, n, k m))`` at every sample: per cylinder
+    the columns of ``F_c``, (with ``stribeck``) ``F_s - F_c``, and ``sigma``. Without
+    ``stribeck`` the static force keeps the file's ratio ``F_s / F_c`` (one column for both):
+    a 4 Hz low-pass smears the hump below ``v_s`` (5 mm/s), so a free ``F_s`` is biased."""
+    widths = friction_widths(plant)
+    v_s = jnp.asarray([w[0] for w in widths])
+    v_eps = jnp.asarray([w[1] for w in widths])
+    ratio = jnp.asarray(static_ratios(plant))
+
+    def basis(xd):  # (m,) -> (m, k)
+        th = jnp.tanh(xd / v_eps)
+        hump = jnp.exp(-((xd / v_s) ** 2)) * th
+        return jnp.stack([th, hump, xd] if stribeck else [th + (ratio - 1.0) * hump, xd], axis=1)
+
+    # Gautier's parallel filtering: the same low-pass on the friction basis as on the pressures
+    phi = np.asarray(jax.jit(jax.vmap(basis))(jnp.asarray(s.piston_velocity)))
+    phi = lowpass(phi, s.fs, s.cutoff)[s.index]
+
+    def one(q, qd, qdd, F, phi):
+        B = plant.input_matrix(q)  # (n, m): J_x^T columns
+        Y = jaxmb.regressor(plant.model, q, qd, qdd)
+        fric = (B[:, :, None] * phi[None]).reshape(B.shape[0], -1)
+        return B @ F, Y, fric
+
+    args = (s.q, s.qd, s.qdd, s.F, phi)
+    out = jax.jit(jax.vmap(one))(*(jnp.asarray(x) for x in args))
+    return tuple(np.asarray(x) for x in out)
+
+
+def static_ratios(plant: HydraulicPlant) -> tuple[float, ...]:
+    """Each cylinder's ``F_s / F_c`` in the file (1 where the law has no static force)."""
+    out = []
+    for a in plant.actuators:
+        f = a.friction
+        ok = isinstance(f, StribeckFriction) and float(f.F_c) > 0
+        out.append(float(f.F_s) / float(f.F_c) if ok else 1.0)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MechanicsEstimate:
+    """Stage 1's result (SI). ``names`` are the fitted parameters: ``<body>.<m|mcx|...|Izz>``
+    (`regressor.INERTIAL_NAMES`, inertia about the body frame's origin) for every fitted body,
+    then ``friction.<cylinder>.<F_c|dF_s|sigma>``; ``values``, ``std``, ``nominal`` (the file's,
+    or the prior's) and ``from_log`` (the share of the precision that comes from the log, module
+    docstring) in that order. ``base`` and ``base_fit``: the base parameters and their weighted
+    least-squares estimate; ``model`` the identified (physically consistent) model."""
+
+    names: tuple[str, ...]
+    values: np.ndarray
+    std: np.ndarray
+    nominal: np.ndarray
+    from_log: np.ndarray
+    fitted_bodies: tuple[str, ...]
+    model: jaxmb.Model
+    base: rg.BaseParameters
+    base_fit: LeastSquaresFit
+    weak: list
+    payload_mass: float | None
+    payload_mass_std: float | None
+    payload_com: tuple[float, float, float] | None
+    payload_com_std: tuple[float, float, float] | None
+    payload_com_determined: tuple[bool, bool, bool]
+    static_ratios: dict
+    prior_weight: float
+    converged: bool
+    rms_residual: tuple[float, ...]
+    samples: int
+    cutoff_hz: float
+
+    def value(self, name: str) -> float:
+        return float(self.values[self.names.index(name)])
+
+    def std_of(self, name: str) -> float:
+        return float(self.std[self.names.index(name)])
+
+    @property
+    def friction(self) -> dict:
+        """``{friction.<cyl>.<F_c|F_s|sigma>: value}``: ``F_s = F_c + dF_s`` where fitted, else
+        ``F_c`` times the file's ratio."""
+        out = {}
+        for n, v in zip(self.names, self.values, strict=True):
+            if n.startswith("friction.") and not n.endswith(".dF_s"):
+                out[n] = float(v)
+        for a, r in self.static_ratios.items():
+            fc = out[f"friction.{a}.F_c"]
+            key = f"friction.{a}.dF_s"
+            out[f"friction.{a}.F_s"] = fc + self.value(key) if key in self.names else fc * r
+        return out
+
+    @property
+    def not_determined(self) -> tuple[str, ...]:
+        """Parameters whose value comes mostly from the prior, not the log."""
+        return tuple(n for n, f in zip(self.names, self.from_log, strict=True) if f < DETERMINED)
+
+
+def _payload_prior(mass: float, com) -> np.ndarray:
+    """A solid sphere of radius `PAYLOAD_RADIUS` at ``com``, at least 1 kg: a physical prior
+    body (a point mass has a singular pseudo-inertia)."""
+    m = max(float(mass), 1.0)
+    return _body_parameters(m, np.asarray(com, float), 0.4 * m * PAYLOAD_RADIUS**2 * np.eye(3))
+
+
+def _body_parameters(m: float, c: np.ndarray, I_C: np.ndarray) -> np.ndarray:
+    """The 10 standard parameters (about the frame origin) of mass ``m`` at ``c`` with COM
+    inertia ``I_C`` (parallel axes)."""
+    I_O = I_C + m * (c @ c * np.eye(3) - np.outer(c, c))
+    return np.array([m, *(m * c), I_O[0, 0], I_O[0, 1], I_O[1, 1], I_O[0, 2], I_O[1, 2], I_O[2, 2]])
+
+
+def identify_mechanics(
+    machine: Machine,
+    log: Log,
+    *,
+    payload_known: float | None = None,
+    stribeck: bool = True,
+    cutoff: float = CUTOFF,
+    stride: int = 10,
+    prior_weight: float = PRIOR_WEIGHT,
+) -> MechanicsEstimate:
+    """Stage 1 (module docstring) on a validated, uniformly sampled log of ``machine``.
+
+    ``payload_known``: the payload's mass when the experiment names it (its sidecar); the payload
+    body is then known (the file's centre) and moved to the right-hand side. Otherwise the payload
+    is fitted with the booms. ``stribeck``: fit the static friction force too (see
+    `equations`)."""
+    from .payload import estimate_payload  # the payload-only fit: the payload's prior
+
+    if not (np.isfinite(prior_weight) and prior_weight > 0):
+        raise ValueError(f"prior_weight: expected a number > 0, got {prior_weight!r}")
+    has_payload = machine.payload is not None
+    # the regressor does not depend on the bodies' values: a known payload rides along
+    plant = machine.with_payload(float(payload_known or 0.0)) if has_payload else machine.plant
+    model = plant.model
+    s = pressure_samples(plant, log, cutoff=cutoff, stride=stride)
+    tau, Y, Yf = equations(plant, s, stribeck=stribeck)
+    N, n, _ = Y.shape
+    nb = len(model.bodies)
+    pi_file = np.array(jaxmb.inertial_parameters(model))  # (nb, 10), writable
+    fitted = list(range(nb))
+    payload_prior = None
+    if has_payload:
+        j = model.body_names.index("payload")
+        if payload_known is not None:  # known: to the right-hand side
+            pi_known = _body_parameters(
+                float(payload_known), np.asarray(machine.payload.com, float), np.zeros((3, 3))
+            )
+            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_known
+            fitted.remove(j)
+        else:
+            p1 = estimate_payload(machine, log, cutoff=cutoff, stride=stride)
+            payload_prior = _payload_prior(p1.mass, p1.com)
+            pi_file[j] = payload_prior
+    cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])
+    Yi = Y[:, :, cols].reshape(N * n, -1)
+    Ye = Yf.reshape(N * n, -1)
+    y = tau.reshape(-1)
+    body_names = tuple(model.body_names[b] for b in fitted)
+    inertial_names = tuple(f"{b}.{p}" for b in body_names for p in rg.INERTIAL_NAMES)
+    fields = ("F_c", "dF_s", "sigma") if stribeck else ("F_c", "sigma")
+    friction_names = tuple(f"friction.{a}.{f}" for a in plant.actuator_names for f in fields)
+    names = inertial_names + friction_names
+    W = np.concatenate([Yi, Ye], axis=1)
+
+    # 1. base parameters by WLS, one noise level per joint equation
+    # columns whose effect is a millionth of the largest (a cylinder body's inertia about its
+    # axis) are not base parameters of a real log: 1e-6, not the exact-rank 1e-8
+    base = rg.base_parameters(W, names, rtol=1e-6)
+    groups = np.tile(np.arange(n), N)
+    fit = least_squares(base.reduce(W), y, groups=groups)
+    inflate = max(1.0, s.fs / (2.0 * s.cutoff * s.stride))
+    fit = fit.inflated(inflate)
+    w = 1.0 / (fit.row_sigma[groups] * np.sqrt(inflate))  # 1 / sigma of independent rows
+
+    # 2. the physically consistent model, pulled toward the file's bodies
+    prior = pi_file[fitted]
+    weights = np.full(len(fitted), float(prior_weight))
+    if payload_prior is not None:
+        weights[fitted.index(j)] *= PAYLOAD_PRIOR_SHARE
+    nominal_friction = []
+    for a in plant.actuators:
+        f = a.friction
+        fc, fs_, sig = (
+            (float(f.F_c), float(f.F_s), float(f.sigma))
+            if isinstance(f, StribeckFriction)
+            else (0.0, 0.0, 0.0)
+        )
+        nominal_friction += [fc, fs_ - fc, sig] if stribeck else [fc, sig]
+    res = cons.fit_consistent(
+        jnp.asarray(Yi), jnp.asarray(y), theta0=cons.parameters_to_log_cholesky(prior),
+        extra0=jnp.asarray(nominal_friction), Y_extra=jnp.asarray(Ye), weights=jnp.asarray(w),
+        prior=prior, prior_weight=jnp.asarray(weights), steps=512,
+    )  # fmt: skip
+    pi = np.asarray(res.pi)
+    beta = np.asarray(res.extra)
+    values = np.concatenate([pi.ravel(), beta])
+
+    # 3. Laplace approximation: Gauss-Newton Hessian of data plus prior, in parameter space
+    A = W * w[:, None]
+    H_data = A.T @ A
+    hess = jax.vmap(jax.hessian(cons.bregman_divergence), in_axes=(0, 0))(
+        jnp.asarray(pi), jnp.asarray(prior)
+    )
+    H_prior = np.zeros_like(H_data)
+    for k in range(len(fitted)):
+        H_prior[10 * k : 10 * k + 10, 10 * k : 10 * k + 10] = weights[k] * np.asarray(hess[k])
+    cov = np.linalg.pinv(H_data + H_prior, hermitian=True)
+    std = np.sqrt(np.clip(np.diag(cov), 0, None))
+    ni = 10 * len(fitted)
+    var_prior = np.full(len(names), np.inf)
+    var_prior[:ni] = np.diag(np.linalg.pinv(H_prior[:ni, :ni], hermitian=True))
+    from_log = np.clip(1.0 - std**2 / var_prior, 0.0, 1.0)
+
+    identified = model_from_parameters(model, pi, body_names)
+    rows = (y - W @ values).reshape(N, n)
+    mass = mass_std = com = com_std = None
+    com_determined = (False, False, False)
+    if payload_prior is not None:
+        k = 10 * fitted.index(j)
+        mass, mass_std = float(values[k]), float(std[k])
+        h = values[k + 1 : k + 4]
+        c = h / mass
+        # delta method for c = h / m: dc/dh = I/m, dc/dm = -h/m^2
+        G = np.concatenate([-(h / mass**2)[:, None], np.eye(3) / mass], axis=1)
+        C = G @ cov[k : k + 4, k : k + 4] @ G.T
+        com, com_std = tuple(map(float, c)), tuple(map(float, np.sqrt(np.diag(C))))
+        # a centre coordinate the log determines: its first moment's precision comes from the
+        # data (the payload's prior is weak but not nil), to within COM_WEAK
+        com_determined = tuple(
+            bool(from_log[k + 1 + i] >= DETERMINED and com_std[i] < COM_WEAK) for i in range(3)
+        )
+    return MechanicsEstimate(
+        names=names,
+        values=values,
+        std=std,
+        nominal=np.concatenate([prior.ravel(), np.asarray(nominal_friction)]),
+        from_log=from_log,
+        fitted_bodies=body_names,
+        model=identified,
+        base=base,
+        base_fit=fit,
+        weak=weak_directions(base.reduce(W) * w[:, None], base.base_names),
+        payload_mass=mass,
+        payload_mass_std=mass_std,
+        payload_com=com,
+        payload_com_std=com_std,
+        payload_com_determined=com_determined,
+        static_ratios=dict(zip(plant.actuator_names, static_ratios(plant), strict=True)),
+        prior_weight=float(prior_weight),
+        converged=bool(res.converged),
+        rms_residual=tuple(float(x) for x in np.sqrt(np.mean(rows**2, axis=0))),
+        samples=N,
+        cutoff_hz=float(cutoff),
+    )
+
+
+def with_bodies(plant: HydraulicPlant, model: jaxmb.Model) -> HydraulicPlant:
+    """``plant`` with the bodies (mass, centre, inertia) of ``model``, the same tree."""
+    return eqx.tree_at(lambda p: p.model.bodies, plant, model.bodies)
