@@ -98,53 +98,60 @@ def _without_payload(src, dst, window=None):
     return dst
 
 
-def test_crane_output_error_recovers_the_true_hydraulics(tmp_path):
-    """The crane's logs with the payload (150 kg) left out of their sidecars: stage 1 finds it
-    from the pressure forces, stage 2 the hydraulics by output error."""
-    # 3 s of the validation log keep the test short
-    _without_payload(CRANE / "synthetic_crane_validation.parquet", tmp_path / "val.parquet",
-                     (1.0, 4.0))  # fmt: skip
-    fit_log = _without_payload(CRANE / "synthetic_crane_excitation.parquet",
-                               tmp_path / "fit.parquet")  # fmt: skip
+def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
+    """Issue 27's user case: the crane carrying 60 kg that its logs do not mention. Stage 1
+    finds the payload with the booms from the pressure forces; stage 2 the hydraulics by output
+    error; a free-run replay of a held-out log validates (10 s of the 40 s fit log and 5 s of
+    the 20 s validation log keep the test short)."""
+    from jaxmb.identification.logs import read_log, write_log
+
+    val = tmp_path / "val.parquet"
+    write_log(val, read_log(CRANE / "synthetic_crane_payload_validation.parquet").window(1.0, 6.0))
     out = tmp_path / "crane"
-    argv = ["identify", str(fit_log), "--model", "crane",
-            "--window", "2,5", "--validate", str(tmp_path / "val.parquet"),
-            "--out", str(out), "--quiet"]  # fmt: skip
+    argv = ["identify", str(CRANE / "synthetic_crane_payload_excitation.parquet"), "--model",
+            "crane", "--window", "2,12", "--validate", str(val), "--out", str(out), "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]
     payload = summary["payload"]
-    assert payload["mass_kg"] == pytest.approx(150.0, rel=0.03)
+    assert payload["mass_kg"] == pytest.approx(60.0, rel=0.03)
     lo, hi = payload["mass_ci95_kg"]
-    assert lo < payload["mass_kg"] < hi and hi - lo < 0.05 * 150.0
+    assert lo < 60.0 < hi and hi - lo < 0.25 * 60.0
     assert payload["not_determined"] == ["com_z"]  # out of the crane's plane
     assert summary["conditions"]["payload_source"] == "identified (stage 1)"
+    # issue 27 point 4: valves within 1 %, bulk moduli within 5 %, Coulomb friction within
+    # 15 % (the true static-to-Coulomb ratio differs from the file's, which the fit keeps)
     for name, value in est.items():
-        tol = {"valve": 0.02, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
+        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
-    # validation is a free-run replay of the 3 s log from its first sample: pressures within
-    # 1.5x of the true plant's replay of the same noisy log (0.3 bar noise); positions, which
-    # integrate the flow errors left (the leakage and the Stribeck terms are not fitted), drift
-    # a fifth of the nominal's (measured 1.07-1.32x and 0.014-0.11x)
+    mech = summary["mechanics"]
+    assert mech["converged"] and "L.mcz" in mech["determined_by_prior"]
+    rows = (out / "mechanics.csv").read_text().splitlines()
+    assert rows[0].startswith("parameter,value,std,ci95_low,ci95_high,nominal,from_log")
+    # validation is a free-run replay of the 5 s log from its first sample: pressures within
+    # 1.5x of the true plant's replay of the same noisy log (0.3 bar noise); angles, which
+    # integrate the flow errors left (leakage is not fitted by default), drift a fifth of the
+    # nominal's
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
     from jaxmb.models.machine import load_machine
 
-    crane = load_machine("crane", payload=150.0)  # the log's condition
-    true_plant = apply_hydraulics(crane.plant, {"hydraulics": {k: truth[k] for k in est}})
-    floor = oe.predict(true_plant, log_columns(crane.read_log(tmp_path / "val.parquet")),
-                       mode="free", stride=1)["rmse"]  # fmt: skip
+    crane = load_machine("crane", payload=60.0)
+    hyd = {k: v for k, v in truth.items()
+           if k.split(".")[0] in ("valve", "cylinder", "friction") and v > 0}  # fmt: skip
+    true_plant = apply_hydraulics(crane.plant, {"hydraulics": hyd})
+    floor = oe.predict(true_plant, log_columns(crane.read_log(val)), mode="free", stride=1)
     v = summary["validation_rmse"]["val"]
     v0 = summary["validation_rmse_nominal"]["val"]
     for p in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
-        assert v[p] <= 1.5 * floor[p], p
+        assert v[p] <= 1.5 * floor["rmse"][p], p
     for c in ("q1", "q2"):
         assert v[c] < 0.2 * v0[c], c
     # the identified plant drives the crane simulation (here replaying the log's commands)
     sim = tmp_path / "sim"
     argv = ["simulate", "--machine", "crane", "--params", str(out / "params.json"),
-            "--commands", str(tmp_path / "val.parquet"), "--t-final", "0.2", "--out", str(sim),
+            "--commands", str(val), "--t-final", "0.2", "--out", str(sim),
             "--no-plots", "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     assert (sim / "summary.json").is_file()
