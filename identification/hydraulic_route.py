@@ -1,7 +1,13 @@
-"""The output-error route of `jaxmb identify` for hydraulic machines (a machine file, the
-built-in crane among them): valve flow coefficients per edge, effective bulk moduli and cylinder
-Coulomb friction from a log of positions, chamber pressures and valve commands (`output_error`,
-multiple shooting through the simulation), with the report files of the main job.
+"""`jaxmb identify` for hydraulic machines (a machine file, the built-in crane among them), in
+two stages, with the report files of the main job:
+
+1. the mechanics (booms, cylinder bodies, payload) and cylinder friction from the pressure
+   forces by the regressor route (`mechanics`), before any simulation;
+2. valve flow coefficients per edge, effective bulk moduli and cylinder Coulomb friction (and
+   optionally leakage) by output error from a log of positions, chamber pressures and valve
+   commands (`output_error`, multiple shooting through the simulation), the mechanics of stage
+   1 either fixed or refined jointly (the boom and payload masses): by default whichever
+   predicts held-out segments better, and the report says which.
 
 Validation is a free-run replay (single shooting): the identified plant starts from each
 validation log's measured initial state and integrates the whole log, driven by its logged
@@ -38,6 +44,8 @@ __all__ = [
 ]
 
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
+MECHANICS = ("auto", "fixed", "refined")
+HELD_OUT = 4  # every 4th segment is held out when choosing between fixed and refined mechanics
 
 
 LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
@@ -134,10 +142,16 @@ def identify_hydraulic(
     leakage: bool = False,
     max_evaluations: int = 20,
     prior_weight: float | None = None,
+    mechanics: str = "auto",
 ) -> dict:
-    """Fit `hydraulic_selectors` from nominal by multiple-shooting output error on ``log_path``
-    (within ``window`` if given), validate by free-run replay of the ``validate`` logs (module
-    docstring), write the report into ``out`` and return the summary entries."""
+    """Stage 1 (`mechanics.identify_mechanics`) on ``log_path`` (within ``window`` if given),
+    then `hydraulic_selectors` by multiple-shooting output error from there, the mechanics
+    ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) or, by default,
+    whichever predicts held-out segments better (`_choose_mechanics`); validate by free-run
+    replay of the ``validate`` logs (module docstring), write the report into ``out`` and
+    return the summary entries."""
+    if mechanics not in MECHANICS:
+        raise ValueError(f"--mechanics: expected one of {MECHANICS}, got {mechanics!r}")
     plant = machine.plant
     required = required_signals(plant)
     # every log is read and checked before anything compiles
@@ -157,14 +171,18 @@ def identify_hydraulic(
     plant = _plant_for(machine, log, stage1)
     conditions = {} if known is None else {"payload_kg": float(known)}
     if machine.payload is not None and known is None:
-        conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified (stage 1)"}
+        conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
     names = hydraulic_selectors(plant, friction=friction, leakage=leakage)
     spec = oe.HydraulicParameters(
         names, reference={n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
     )
     progress("identifying (output-error route)")
     seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
-    res = oe.fit(plant, spec, seg, max_evaluations=max_evaluations)
+    refine = refined_selectors(plant, stage1)
+    res, choice = _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations)
+    spec = oe.HydraulicParameters(res.names, reference=dict(spec.reference))
+    if "body.payload.mass" in res.values and "payload_source" in conditions:
+        conditions["payload_kg"] = res.values["body.payload.mass"]
     pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     file_plant = _nominal_for(machine, log)
     nominal = oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
@@ -175,6 +193,10 @@ def identify_hydraulic(
         progress(f"validating on {stem} (free-run replay)")
         vplant_nominal = _plant_for(machine, vlog, stage1)
         vplant = oe.plant_with(jnp.asarray(res.theta), vplant_nominal, spec)
+        if "payload_kg" in vlog.meta.get("conditions", {}):  # its own payload stays as named
+            jp = vplant.model.body_names.index("payload")
+            vplant = eqx.tree_at(lambda p, j=jp: p.model.bodies[j].mass, vplant,
+                                 vplant_nominal.model.bodies[jp].mass)  # fmt: skip
         free = oe.predict(vplant, vcols, mode="free", stride=1)  # every sample
         free0 = oe.predict(_nominal_for(machine, vlog), vcols, mode="free", stride=1)
         validation[stem], validation_nominal[stem] = free["rmse"], free0["rmse"]
@@ -188,8 +210,8 @@ def identify_hydraulic(
     progress("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
-    file_values = oe.parameter_values(oe.initial_theta(file_plant, spec), file_plant, spec)
-    start_values = oe.parameter_values(oe.initial_theta(plant, spec), plant, spec)
+    file_values = {n: float(oe._getter(file_plant, n)(file_plant)) for n in spec.names}
+    start_values = {n: float(oe._getter(plant, n)(plant)) for n in spec.names}
     rows = []
     for k, n in enumerate(res.names):
         val, s = res.values[n], res.std[n]
@@ -207,7 +229,7 @@ def identify_hydraulic(
             }
         )
     report.write_table(out / "parameters.csv", rows)
-    mechanics = _mechanics_report(out, stage1)
+    mechanics_summary = _mechanics_report(out, stage1)
     kinds = schema_for(plant).kinds
     signals = seg.signal_names
     display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
@@ -236,7 +258,7 @@ def identify_hydraulic(
         payload=None
         if stage1.payload_mass is None
         else {
-            "mass": max(stage1.payload_mass, 0.0),
+            "mass": max(res.values.get("body.payload.mass", stage1.payload_mass), 0.0),
             "com": list(stage1.payload_com),
             "std": stage1.payload_mass_std,
         },  # fmt: skip
@@ -280,8 +302,8 @@ def identify_hydraulic(
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
         "conditions": conditions,
-        "payload": _payload_summary(stage1),
-        "mechanics": mechanics,
+        "payload": _payload_summary(stage1, res),
+        "mechanics": {**mechanics_summary, "stage2": choice},
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
         "validation": "free-run replay of the logged commands from the measured initial state",
@@ -293,6 +315,62 @@ def identify_hydraulic(
         "segment_time_s": segment_time,
         "samples": int(len(pred["t"])),
         "plots": plots,
+    }
+
+
+def refined_selectors(plant: HydraulicPlant, stage1: mech.MechanicsEstimate) -> tuple[str, ...]:
+    """What a joint refinement of the mechanics fits by output error: the mass of the payload
+    (when stage 1 identified it) and of every boom (not the cylinder bodies)."""
+    cylinder_bodies = {f"{a}_{k}" for a in plant.actuator_names for k in ("tube", "rod")}
+    out = [b for b in stage1.fitted_bodies if b not in cylinder_bodies]
+    return tuple(f"body.{b}.mass" for b in out)
+
+
+def _masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
+    """``seg`` with only the segments ``keep`` in its residual (same shapes: same compile)."""
+    w = np.asarray(seg.weights) * keep[:, None]
+    return eqx.tree_at(lambda s: s.weights, seg, jnp.asarray(w))
+
+
+def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
+    """The output-error fit with the mechanics fixed at stage 1 or refined jointly.
+
+    ``"auto"`` chooses by interleaved cross-validation over the segments: both variants are
+    fitted on three of every four segments, and each predicts the held-out fourth from its
+    measured start states; the lower held-out cost wins (the refined fit has more parameters,
+    so its fit cost is always lower; only held-out data say whether they predict better). The
+    winner is then refitted on every segment from its cross-validated estimate."""
+    spec_r = oe.HydraulicParameters(spec.names + refine, reference=dict(spec.reference))
+    if mechanics == "fixed" or not refine:
+        return oe.fit(plant, spec, seg, max_evaluations=max_evaluations), {"choice": "fixed"}
+    if mechanics == "refined":
+        return oe.fit(plant, spec_r, seg, max_evaluations=max_evaluations), {"choice": "refined"}
+    k = np.arange(seg.ts.shape[0])
+    held = k % HELD_OUT == HELD_OUT - 1
+    if held.sum() < 1 or (~held).sum() < 2:
+        raise ValueError(
+            f"--mechanics auto: needs at least {HELD_OUT} segments to hold one out; the fit "
+            f"span has {k.size}: a longer --window, or --mechanics fixed"
+        )
+    train, test = _masked(seg, ~held), _masked(seg, held)
+    fixed = oe.fit(plant, spec, train, max_evaluations=max_evaluations)
+    th0 = np.concatenate([fixed.theta, np.zeros(len(refine))])
+    refined = oe.fit(plant, spec_r, train, theta0=th0, max_evaluations=max_evaluations)
+    cost = {
+        name: 0.5
+        * float(np.sum(np.asarray(oe.residuals(jnp.asarray(r.theta), plant, s, test)) ** 2))
+        for name, r, s in (("fixed", fixed, spec), ("refined", refined, spec_r))
+    }
+    choice = min(cost, key=cost.get)
+    best, s_best = (fixed, spec) if choice == "fixed" else (refined, spec_r)
+    res = oe.fit(plant, s_best, seg, theta0=best.theta, max_evaluations=max_evaluations)
+    return res, {
+        "choice": choice,
+        "held_out_cost": cost,
+        "held_out_segments": int(held.sum()),
+        "refined_parameters": list(refine),
+        "how": f"interleaved cross-validation: fitted on 3 of every {HELD_OUT} segments, "
+        "scored on the held-out ones",
     }
 
 
@@ -360,12 +438,21 @@ def _mechanics_report(out: Path, e: mech.MechanicsEstimate) -> dict:
     return out_
 
 
-def _payload_summary(e: mech.MechanicsEstimate) -> dict | None:
-    """Stage 1's payload for ``summary.json``: mass with std and 95 % interval, the centre where
-    the log determines it, and what it does not."""
+def _payload_summary(e: mech.MechanicsEstimate, res: oe.OutputErrorResult) -> dict | None:
+    """The identified payload for ``summary.json``: mass with std and 95 % interval (stage 1's,
+    or stage 2's where the mechanics were refined), the centre where the log determines it,
+    and what it does not."""
     if e.payload_mass is None:
         return None
     m, s = e.payload_mass, e.payload_mass_std
+    refined = "body.payload.mass" in res.values
+    extra = {}
+    if refined:
+        # output error's std is conditional on the booms' centres and inertias, which stage 2
+        # holds at stage 1's values: the payload is no better known than stage 1 knew them
+        m, s_cond = res.values["body.payload.mass"], res.std["body.payload.mass"]
+        s = max(s, s_cond)
+        extra = {"mass_std_conditional_kg": s_cond}
     return {
         "mass_kg": m,
         "mass_std_kg": s,
@@ -373,8 +460,12 @@ def _payload_summary(e: mech.MechanicsEstimate) -> dict | None:
         "com_m": list(e.payload_com),
         "com_std_m": list(e.payload_com_std),
         "not_determined": [f"com_{'xyz'[k]}" for k in range(3) if not e.payload_com_determined[k]],
+        **extra,
+        "stage1_mass_kg": e.payload_mass,
+        "stage1_mass_std_kg": e.payload_mass_std,
         "method": "stage 1 (mechanics): the payload body fitted with the booms, which the "
-        "file's values hold by the prior",
+        "file's values hold by the prior"
+        + ("; its mass refined by output error (stage 2)" if refined else ""),
     }
 
 

@@ -209,6 +209,7 @@ def identify(
     window: tuple[float, float] | None = None,
     drives=None,
     leakage: bool = False,
+    mechanics: str = "auto",
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -240,7 +241,7 @@ def identify(
 
             summary = identify_hydraulic(
                 name, m, log_path, out, validate, progress, window=window, leakage=leakage,
-                prior_weight=prior_weight,
+                prior_weight=prior_weight, mechanics=mechanics,
             )  # fmt: skip
         bar.update(bar.total - bar.n)
     finally:

@@ -23,7 +23,7 @@ From the stacked equations (one noise level per joint, Gautier & Poignet (2001))
 2. **A physically consistent model** (`consistent.fit_consistent`: log-Cholesky parameters,
    Rucker & Wensing (2022)) of every body, pulled toward the file's (CAD) values by the log-det
    divergence with the user's ``prior_weight`` (Lee & Park (2018)). The payload has no CAD value:
-   its prior is the payload-only fit (`payload.estimate_payload`) at a weight a thousand times
+   its prior is the payload-only fit (`payload.payload_only`) at a weight a thousand times
    weaker, which only settles what the log leaves open (its second moments, an out-of-plane
    offset).
 3. **Standard deviations of every parameter** by the Laplace approximation of that fit: the
@@ -54,6 +54,7 @@ from . import consistent as cons
 from . import regressor as rg
 from .least_squares import LeastSquaresFit, least_squares, weak_directions
 from .logs import Log
+from .payload import payload_only
 from .rigid import model_from_parameters
 from .signals import estimate_derivatives, lowpass
 
@@ -265,8 +266,6 @@ def identify_mechanics(
     body is then known (the file's centre) and moved to the right-hand side. Otherwise the payload
     is fitted with the booms. ``stribeck``: fit the static friction force too (see
     `equations`)."""
-    from .payload import estimate_payload  # the payload-only fit: the payload's prior
-
     if not (np.isfinite(prior_weight) and prior_weight > 0):
         raise ValueError(f"prior_weight: expected a number > 0, got {prior_weight!r}")
     has_payload = machine.payload is not None
@@ -289,7 +288,7 @@ def identify_mechanics(
             tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_known
             fitted.remove(j)
         else:
-            p1 = estimate_payload(machine, log, cutoff=cutoff, stride=stride)
+            p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
             payload_prior = _payload_prior(p1.mass, p1.com)
             pi_file[j] = payload_prior
     cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])

@@ -494,6 +494,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             window=window,
             drives=drives,
             leakage=args.leakage,
+            mechanics=args.mechanics,
             show_progress=not args.quiet,
             **options,
         )
@@ -785,6 +786,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hydraulic route: also fit each cylinder's internal leakage (often too small to be "
         "determined; the report flags it then)",
+    )
+    p.add_argument(
+        "--mechanics",
+        choices=["auto", "fixed", "refined"],
+        default="auto",
+        help="hydraulic route: the mechanics of stage 1 (regressor route) kept fixed in the "
+        "output-error fit, refined jointly (boom and payload masses), or (default) whichever "
+        "predicts held-out segments better",
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)

@@ -4,8 +4,9 @@
    noisy torques): jaxmb's whole route (filtering, regressor, base parameters, WLS, the
    physically consistent fit) next to the bare minimum a user could hand-write with Pinocchio
    (`computeJointTorqueRegressor` at every sample, then one numpy least-squares solve);
-2. output-error route on a 60 s, 1 kHz synthetic crane log (scripts/make_crane_logs.py's
-   excitation, made longer): jaxmb's fit (forward-mode Jacobian, one pass per evaluation) next
+2. a 60 s, 1 kHz synthetic crane log (scripts/make_crane_logs.py's excitation, made longer):
+   stage 1 (the mechanics by the regressor route, the payload not told), then the output-error
+   route: jaxmb's fit (forward-mode Jacobian, one pass per evaluation) next
    to the same fit with a finite-difference Jacobian (P + 1 simulations per evaluation, what
    rollout-based tools such as mujoco.sysid do);
 3. the KR300 recordings (real): identify from trajectory A, predict B and C; jaxmb next to
@@ -102,6 +103,21 @@ def output_error_route():
     true = mk.true_plant()
     tr, u, _ = mk.run_experiment(true, ref, ctrl, args.seconds, mk.Q0)
     cols = mk.sensor_columns(rng, true, tr, u)
+    # stage 1: the mechanics (booms, cylinder bodies, payload not told) from the pressures
+    from jaxmb.identification.mechanics import identify_mechanics
+    from jaxmb.models.machine import load_machine
+
+    log = Log(cols["t"], {k: v for k, v in cols.items() if k != "t"}, {})
+    crane = load_machine("crane")
+    t0 = time.perf_counter()
+    st1 = identify_mechanics(crane, log)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    st1 = identify_mechanics(crane, log)
+    again = time.perf_counter() - t0
+    print(f"   stage 1 (mechanics, {len(st1.names)} parameters): {first:.1f} s with compilation, "
+          f"{again:.1f} s again; payload {st1.payload_mass:.2f} kg (true {mk.PAYLOAD:g}, std "
+          f"{st1.payload_mass_std:.2f})")  # fmt: skip
     plant = jaxmb.models.crane.lift_tilt_crane_plant(full=True, payload=mk.PAYLOAD)
     spec = oe.HydraulicParameters(hydraulic_selectors(plant))
     seg = oe.make_segments(plant, cols)

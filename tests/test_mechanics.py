@@ -94,3 +94,21 @@ def test_prior_weight_is_checked_before_any_work():
     log = machine.read_log(KNUCKLE / "knuckle_telescope_validation.parquet")
     with pytest.raises(ValueError, match="prior_weight: expected a number > 0"):
         mech.identify_mechanics(machine, log, prior_weight=-1.0)
+
+
+def test_payload_alone_with_the_booms_at_their_true_values(knuckle):
+    """The payload-only fit that starts stage 1 (`payload.payload_only`): with the booms at
+    their (here true) file values the pressures pin the payload's mass to a fraction of a
+    percent, its centre in x and z to centimetres; y (along the joint axes) is not excited."""
+    from jaxmb.identification.payload import payload_only
+
+    machine, log, truth, e = knuckle
+    plant = machine.with_payload(0.0)
+    s = mech.pressure_samples(plant, log.window(0.0, 10.0))
+    tau, Y, Yf = mech.equations(plant, s)
+    pi_file = np.asarray(jaxmb.inertial_parameters(plant.model))
+    j = plant.model.body_names.index("payload")
+    p = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
+    assert p.mass == pytest.approx(100.0, rel=0.005) and p.mass_std < 0.5
+    assert p.com_determined == (True, False, True)
+    assert abs(p.com[0]) < 0.02 and abs(p.com[2]) < 0.02 and p.com[1] == 0.0
