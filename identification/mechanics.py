@@ -236,18 +236,14 @@ class MechanicsEstimate:
         return tuple(n for n, f in zip(self.names, self.from_log, strict=True) if f < DETERMINED)
 
 
-def _payload_prior(mass: float, com) -> np.ndarray:
-    """A solid sphere of radius `PAYLOAD_RADIUS` at ``com``, at least 1 kg: a physical prior
-    body (a point mass has a singular pseudo-inertia)."""
+def _payload_prior(machine: Machine, mass: float, com) -> np.ndarray:
+    """The payload's 10 parameters as a solid sphere of radius `PAYLOAD_RADIUS` at ``com``, at
+    least 1 kg: a physical prior body (a point mass has a singular pseudo-inertia)."""
     m = max(float(mass), 1.0)
-    return _body_parameters(m, np.asarray(com, float), 0.4 * m * PAYLOAD_RADIUS**2 * np.eye(3))
-
-
-def _body_parameters(m: float, c: np.ndarray, I_C: np.ndarray) -> np.ndarray:
-    """The 10 standard parameters (about the frame origin) of mass ``m`` at ``c`` with COM
-    inertia ``I_C`` (parallel axes)."""
-    I_O = I_C + m * (c @ c * np.eye(3) - np.outer(c, c))
-    return np.array([m, *(m * c), I_O[0, 0], I_O[0, 1], I_O[1, 1], I_O[0, 2], I_O[1, 2], I_O[2, 2]])
+    model = machine.with_payload(m, com).model  # a point mass at com
+    pi = np.array(jaxmb.inertial_parameters(model))[model.body_names.index("payload")]
+    pi[[4, 6, 9]] += 0.4 * m * PAYLOAD_RADIUS**2  # I_xx, I_yy, I_zz: a sphere's I_C
+    return pi
 
 
 def identify_mechanics(
@@ -281,15 +277,12 @@ def identify_mechanics(
     payload_prior = None
     if has_payload:
         j = model.body_names.index("payload")
-        if payload_known is not None:  # known: to the right-hand side
-            pi_known = _body_parameters(
-                float(payload_known), np.asarray(machine.payload.com, float), np.zeros((3, 3))
-            )
-            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_known
+        if payload_known is not None:  # known (pi_file holds it): to the right-hand side
+            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_file[j]
             fitted.remove(j)
         else:
             p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
-            payload_prior = _payload_prior(p1.mass, p1.com)
+            payload_prior = _payload_prior(machine, p1.mass, p1.com)
             pi_file[j] = payload_prior
     cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])
     Yi = Y[:, :, cols].reshape(N * n, -1)
