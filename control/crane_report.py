@@ -124,9 +124,11 @@ def write_log_csv(path: Path, plant: HydraulicPlant, tr: Trajectory) -> None:
     _write_csv(path, log_columns(plant, tr))
 
 
-def crane_summary(plant: HydraulicPlant, tr: Trajectory, extra: dict | None = None) -> dict:
-    """Max joint errors, tool position error, the performance index rho, saturation time per
-    valve and pressure/stroke events.
+def crane_summary(
+    plant: HydraulicPlant, tr: Trajectory, extra: dict | None = None, *, tool: str = "tool"
+) -> dict:
+    """Max joint errors, the position error of frame ``tool``, the performance index rho,
+    saturation time per valve and pressure/stroke events.
 
     ``rho = max |tool position error| / max |tool velocity|`` (s), the VDC literature's
     performance index (Petrovic & Mattila (2022) Section 1, after Zhu)."""
@@ -136,7 +138,8 @@ def crane_summary(plant: HydraulicPlant, tr: Trajectory, extra: dict | None = No
 
     t = np.asarray(tr.t)
     model = plant.model
-    tool = jax.vmap(lambda q: frame_pose(model, q, "tool")[:2, 3])(tr.q)
+    tool_frame = tool
+    tool = jax.vmap(lambda q: frame_pose(model, q, tool_frame)[:3, 3])(tr.q)
     out: dict = {
         "t_final_s": float(t[-1]),
         "samples": int(t.size),
@@ -145,16 +148,16 @@ def crane_summary(plant: HydraulicPlant, tr: Trajectory, extra: dict | None = No
     out["success"] = bool(tr.success)
     has_ref = tr.q_d.shape[1] == tr.q.shape[1]
     if has_ref:
-        tool_d = jax.vmap(lambda q: frame_pose(model, q, "tool")[:2, 3])(tr.q_d)
+        tool_d = jax.vmap(lambda q: frame_pose(model, q, tool_frame)[:3, 3])(tr.q_d)
         e_tool = np.linalg.norm(np.asarray(tool) - np.asarray(tool_d), axis=1)
-        J = jax.vmap(lambda q: frame_jacobian(model, q, "tool"))(tr.q)
-        R = jax.vmap(lambda q: frame_pose(model, q, "tool")[:3, :3])(tr.q)
+        J = jax.vmap(lambda q: frame_jacobian(model, q, tool_frame))(tr.q)
+        R = jax.vmap(lambda q: frame_pose(model, q, tool_frame)[:3, :3])(tr.q)
         v = np.einsum(
             "tij,tj->ti",
             np.asarray(R),
             np.einsum("tkj,tj->tk", np.asarray(J), np.asarray(tr.qd))[:, 3:],
         )
-        speed = np.linalg.norm(v[:, :2], axis=1)
+        speed = np.linalg.norm(v, axis=1)
         e = np.asarray(tr.e)
         out["max_tool_position_error_m"] = float(e_tool.max())
         out["max_tool_speed_m_s"] = float(speed.max())
@@ -195,22 +198,26 @@ def write_crane_report(
     control: dict[str, np.ndarray] | None = None,
     extra: dict | None = None,
     plots: bool = True,
+    tool: str = "tool",
 ) -> dict:
     """``timeseries.csv`` (log format), ``control.csv`` (required forces, desired path; closed
-    loop only), ``summary.json`` and the PNG figures into ``out``."""
+    loop only), ``summary.json`` and the PNG figures into ``out``; ``tool`` names the frame
+    whose path the summary and ``tool_path.png`` follow."""
     out.mkdir(parents=True, exist_ok=True)
     write_log_csv(out / "timeseries.csv", plant, tr)
     if control:
         _write_csv(out / "control.csv", {"t": np.asarray(tr.t), **control})
-    summary = crane_summary(plant, tr, extra)
+    summary = crane_summary(plant, tr, extra, tool=tool)
     with open(out / "summary.json", "w") as fh:
         json.dump(summary, fh, indent=2)
     if plots:
-        _figures(out, plant, tr, control or {})
+        _figures(out, plant, tr, control or {}, tool)
     return summary
 
 
-def _figures(out: Path, plant: HydraulicPlant, tr: Trajectory, control: dict) -> None:
+def _figures(
+    out: Path, plant: HydraulicPlant, tr: Trajectory, control: dict, tool_frame: str
+) -> None:
     import jax
     import matplotlib
 
@@ -221,16 +228,18 @@ def _figures(out: Path, plant: HydraulicPlant, tr: Trajectory, control: dict) ->
 
     t = np.asarray(tr.t)
     model = plant.model
-    tool = np.asarray(jax.vmap(lambda q: frame_pose(model, q, "tool")[:2, 3])(tr.q))
+    tool = np.asarray(jax.vmap(lambda q: frame_pose(model, q, tool_frame)[:3, 3])(tr.q))
     has_ref = tr.q_d.shape[1] == tr.q.shape[1]
+    # the two world axes along which the tool moves most (x, y for the planar crane)
+    i, j = sorted(np.argsort(np.ptp(tool, axis=0))[-2:])
 
     fig, ax = plt.subplots(figsize=(6, 6))  # Fig. 13
     if has_ref:
-        tool_d = np.asarray(jax.vmap(lambda q: frame_pose(model, q, "tool")[:2, 3])(tr.q_d))
-        ax.plot(tool_d[:, 0], tool_d[:, 1], "--", label="desired")
-    ax.plot(tool[:, 0], tool[:, 1], label="achieved")
-    ax.set_xlabel("tool x [m]")
-    ax.set_ylabel("tool y [m]")
+        tool_d = np.asarray(jax.vmap(lambda q: frame_pose(model, q, tool_frame)[:3, 3])(tr.q_d))
+        ax.plot(tool_d[:, i], tool_d[:, j], "--", label="desired")
+    ax.plot(tool[:, i], tool[:, j], label="achieved")
+    ax.set_xlabel(f"{tool_frame} {'xyz'[i]} [m]")
+    ax.set_ylabel(f"{tool_frame} {'xyz'[j]} [m]")
     ax.set_aspect("equal")
     ax.legend()
     ax.set_title("Tool path (cf. Petrovic & Mattila Fig. 13)")

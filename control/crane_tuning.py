@@ -68,13 +68,13 @@ class CraneTuningWeights:
     """Weights and scales of the crane tuning loss (module docstring).
 
     Attributes:
-        tolerated_error: ``r_j`` per joint, rad.
+        tolerated_error: ``r_j``, one for every joint or one per joint, rad or m.
         effort, chattering: ``w_u``, ``w_c``.
         penalty: ``rho``, on the valve range and the pressure band.
         cvar: None for the mean tracking term over samples; alpha in (0, 1) for the mean over
             the worst ``alpha`` fraction (CVaR)."""
 
-    tolerated_error: tuple[float, ...] = (2e-3, 2e-3)
+    tolerated_error: float | tuple[float, ...] = 2e-3
     effort: float = 0.1
     chattering: float = 0.01
     penalty: float = 1000.0
@@ -98,7 +98,7 @@ def crane_tuning_terms(
     """Differentiable figures of one sample's closed loop for the loss."""
     plant, q0 = study.realise(values)
     tr = simulate(
-        plant, controller, controller.reference, q0, jnp.zeros(2), study.ts, throw=False,
+        plant, controller, controller.reference, q0, jnp.zeros_like(q0), study.ts, throw=False,
         rtol=options.rtol, atol=options.atol, max_steps=options.max_steps, dtmin=options.dtmin,
         adjoint=adjoint,
     )  # fmt: skip
@@ -131,7 +131,8 @@ _LOSS_TERMS = ("rmse", "effort", "chattering", "saturation", "pressure")
 
 def loss_of_terms(terms: dict, weights: CraneTuningWeights):
     """``(J, aux)`` from the samples' stacked terms (`crane_tuning_terms`, leading axis M)."""
-    track_term = tracking_term(terms["rmse"], weights.tolerated_error, weights.cvar)
+    r = jnp.broadcast_to(jnp.asarray(weights.tolerated_error, float), terms["rmse"].shape[1:])
+    track_term = tracking_term(terms["rmse"], r, weights.cvar)
     parts = {k: jnp.mean(jnp.sum(terms[k] ** 2, axis=1)) for k in ("effort", "chattering")} | {
         k: jnp.mean(jnp.sum(terms[k], axis=1)) for k in ("saturation", "pressure")
     }

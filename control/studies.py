@@ -34,12 +34,13 @@ from .bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_boun
 from .crane_run import ATOL as CRANE_ATOL
 from .crane_run import RTOL as CRANE_RTOL
 from .crane_run import crane_controller
+from .machine_run import machine_controller
 from .robust import RobustController
 from .sampling import Distribution, leaf_getter, nominal_value, with_leaves, with_point_mass
 from .scenario import Scenario, section_iv
 from .vdc_control import VDCController
 
-__all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study"]
+__all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study", "machine_study"]
 
 
 @dataclass(frozen=True)
@@ -254,15 +255,19 @@ def arm_study(
 
 
 class CraneStudy(_Study):
-    """The crane's VDC closed loop on the A-B-C-D task over perturbed plants.
+    """A hydraulic machine's VDC closed loop on its waypoint task over perturbed plants: the
+    crane on the A-B-C-D task (`crane_study`), or any machine file's on its ``[task]``
+    (`machine_study`).
 
     Attributes:
-        plant: the nominal plant (with a ``payload`` point mass at the tool, 0 kg nominal).
+        plant: the nominal plant (with a ``payload`` point mass, 0 kg nominal for the crane).
         ts: save times, s.
+        q0: the nominal initial position (the task's first waypoint), rad or m.
     """
 
     plant: object
     ts: Float[Array, " T"]
+    q0: Float[Array, " n"]
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -270,7 +275,7 @@ class CraneStudy(_Study):
 
     def realise(self, values):
         plant = with_leaves(self.plant, self._plant_values(values))
-        q0 = jnp.asarray(WAYPOINTS["A"], dtype=float)
+        q0 = self.q0
         e0 = jnp.stack(
             [self._scenario_value(values, f"initial_error.{c}", 0.0) for c in self.coordinate_names]
         )
@@ -280,7 +285,7 @@ class CraneStudy(_Study):
         plant, q0 = self.realise(values)
         o = self.options
         tr = simulate(
-            plant, controller, controller.reference, q0, jnp.zeros(2), self.ts, throw=False,
+            plant, controller, controller.reference, q0, jnp.zeros_like(q0), self.ts, throw=False,
             rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin, solver=o.method,
         )  # fmt: skip
         e = tr.e
@@ -325,6 +330,35 @@ def crane_study(
     the spec's plant without the payload."""
     plant = with_point_mass(lift_tilt_crane_plant(), "payload", "tool", payload)
     controller = crane_controller(**gains)
+    q0 = jnp.asarray(WAYPOINTS["A"], dtype=float)
+    study = _vdc_study(plant, q0, distribution, seed, t_final, options, settle)
+    return study, controller
+
+
+def machine_study(
+    machine,
+    distribution: Distribution,
+    *,
+    seed: int = 0,
+    t_final: float | None = None,
+    options: SolverOptions = SolverOptions(rtol=CRANE_RTOL, atol=CRANE_ATOL, dt_save=1e-3),  # noqa: B008
+    settle: float = 0.0,
+    payload: float | None = None,
+    **gains,
+) -> tuple[CraneStudy, VDCController]:
+    """A machine file's study: VDC (`machine_run.machine_controller`, the file's model and
+    gains unless given) on the file's ``[task]`` (``t_final`` default the task's), over plants
+    perturbed as ``distribution`` says. ``payload`` (kg) replaces the plant's payload (needs a
+    ``[payload]`` table); the controller keeps the file's."""
+    controller = machine_controller(machine, gains=gains)
+    plant = machine.plant if payload is None else machine.with_payload(payload)
+    t_final = machine.task.t_final if t_final is None else t_final
+    q0 = controller.reference(jnp.zeros(()))
+    study = _vdc_study(plant, q0, distribution, seed, t_final, options, settle)
+    return study, controller
+
+
+def _vdc_study(plant, q0, distribution, seed, t_final, options, settle) -> CraneStudy:
     defaults = {f"initial_error.{c}": 0.0 for c in plant.coordinate_names}
     nominal = _nominal_values(plant, distribution, defaults)
     for n in distribution.names:
@@ -339,5 +373,6 @@ def crane_study(
         settle=min(float(settle), 0.5 * t_final),
         plant=plant,
         ts=ts,
+        q0=q0,
     )
-    return study, controller
+    return study

@@ -2,7 +2,8 @@
 
 ```toml
 [study]
-scenario = "section_iv"        # or "crane"
+scenario = "section_iv"        # or "crane", or "machine" with machine = "my_machine.toml"
+                               # (a machine file: VDC on its [task]; relative to this file)
 samples = 1000                 # N (--samples overrides)
 chunk = 100                    # samples per jitted call (--chunk overrides; results do not
                                # depend on it)
@@ -50,15 +51,25 @@ from pathlib import Path
 import numpy as np
 
 from .sampling import Distribution, Parameter
-from .studies import SolverOptions, arm_study, crane_study
+from .studies import SolverOptions, arm_study, crane_study, machine_study
 
 __all__ = ["load_config", "build_study", "read_gains", "write_gains", "SCENARIOS"]
 
-SCENARIOS = ("section_iv", "crane")
+SCENARIOS = ("section_iv", "crane", "machine")
 ARM_GAINS = ("Lambda", "K", "kappa", "eps")
 CRANE_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
 _SECTIONS = {
-    "study": {"scenario", "samples", "chunk", "lanes", "seed", "t_final", "settle", "payload"},
+    "study": {
+        "scenario",
+        "machine",
+        "samples",
+        "chunk",
+        "lanes",
+        "seed",
+        "t_final",
+        "settle",
+        "payload",
+    },  # fmt: skip
     "solver": {"rtol", "atol", "max_steps", "dt_save", "dtmin", "method"},
     "controller": {"gains", *ARM_GAINS, *CRANE_GAINS},
     "limits": {"torque"},
@@ -100,8 +111,30 @@ def load_config(path) -> dict:
             f"config {path} [study] scenario: expected one of {SCENARIOS}, got "
             f"{cfg.get('study', {}).get('scenario')!r}"
         )
+    st = cfg["study"]
+    if (st["scenario"] == "machine") != ("machine" in st):
+        raise ValueError(
+            f"config {path} [study] machine: "
+            + ("the machine scenario needs machine = \"FILE.toml\" (a machine file)"
+               if st["scenario"] == "machine" else
+               f"only for scenario = \"machine\", not {st['scenario']!r}")
+        )  # fmt: skip
     cfg["_dir"] = str(path.resolve().parent)
     return cfg
+
+
+def _machine(cfg: dict):
+    """The machine file of ``[study] machine`` (a path relative to the configuration, or a
+    built-in machine's name), loaded and checked."""
+    from jaxmb.models.machine import BUILTIN, load_machine
+
+    name = cfg["study"]["machine"]
+    if not isinstance(name, str):
+        raise ValueError(f"[study] machine: expected a machine file's path, got {name!r}")
+    p = Path(name)
+    if name not in BUILTIN and not p.is_absolute():
+        p = Path(cfg.get("_dir", ".")) / p
+    return load_machine(name if name in BUILTIN else p)
 
 
 def read_gains(path, scenario: str) -> dict:
@@ -193,10 +226,16 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
         study, controller = arm_study(dist, options=options, **common, **gains)
     else:
         if "limits" in cfg:
-            raise ValueError("[limits]: the crane's limits are its valves' (10 V) and pressures")
+            raise ValueError(f"[limits]: the {scenario}'s limits are its valves' and pressures")
         defaults = {"rtol": 1e-6, "atol": 1e-8, "dt_save": 1e-3, "max_steps": 500_000}
         options = SolverOptions(**{**defaults, **solver})
-        study, controller = crane_study(dist, options=options, **common, **gains)
+        if scenario == "crane":
+            study, controller = crane_study(dist, options=options, **common, **gains)
+        else:
+            machine = _machine(cfg)
+            if "payload" not in st:
+                common.pop("payload")  # the file's
+            study, controller = machine_study(machine, dist, options=options, **common, **gains)
     n = samples if samples is not None else st.get("samples", 100)
     m = chunk if chunk is not None else st.get("chunk", 64)
     n = _number("samples", n, integer=True)
@@ -205,4 +244,6 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     description = {k: v for k, v in cfg.items() if k not in ("_dir", "tune")}
     description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
     description["controller"] = {k: v for k, v in gains.items()}
+    if scenario == "machine":  # rows of another version of the files must not mix with these
+        description["study"]["machine_files_sha256"] = machine.digest()
     return study, controller, n, m, lanes, description

@@ -22,6 +22,8 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.model import coordinate_joint_types
+
 from .crane_tuning import VDC_GAINS, CraneTuningWeights, tune_crane, vdc_controller_with
 from .mc_report import _column, write_mc_report
 from .montecarlo import run_study
@@ -32,7 +34,7 @@ __all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS"]
 
 TUNING_OFFSET = 1_000_000_000
 _COMMON = {"samples", "steps", "learning_rate", "validation_samples", "initial", "t_final"}
-WEIGHTS = {"section_iv": TuningWeights, "crane": CraneTuningWeights}
+WEIGHTS = {"section_iv": TuningWeights, "crane": CraneTuningWeights, "machine": CraneTuningWeights}
 TUNE_KEYS = {s: _COMMON | {f.name for f in fields(w)} for s, w in WEIGHTS.items()}
 
 
@@ -86,10 +88,12 @@ def crane_validation(table, study, gains: dict) -> dict:
             return None
         return {q: float(np.percentile(x, p)) for q, p in (("p50", 50), ("p95", 95), ("max", 100))}
 
+    types = coordinate_joint_types(study.plant.model)
     for c in study.coordinate_names:
-        out[c] = {"rmse": stats(f"rmse_{c}"), "max_error": stats(f"max_error_{c}")}
-    for a in study.plant.actuators:
-        out[a.name] = {
+        out[c] = {"rmse": stats(f"rmse_{c}"), "max_error": stats(f"max_error_{c}"),
+                  "unit": "m" if types[c] == "prismatic" else "rad"}  # fmt: skip
+    for a in study.plant.actuators:  # a valve named as a coordinate gets its own key
+        out[a.name if a.name not in out else f"valve_{a.name}"] = {
             "u_max": float(a.valve.u_max),
             "peak_command": stats(f"peak_effort_{a.name}"),
             "saturation_time_s": stats(f"valve_saturation_time_{a.name}"),

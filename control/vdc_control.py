@@ -60,6 +60,7 @@ from jaxmb.model import _checked
 from jaxmb.plant import HydraulicPlant
 from jaxmb.simulate import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
+from jaxmb.vdc_bodies import body_gains, body_required_forces
 
 __all__ = ["VDCController", "VDCTerms", "virtual_stability"]
 
@@ -92,8 +93,11 @@ class VDCController(eqx.Module):
     Attributes:
         plant: the controller's model of the plant (mechanics, cylinders, valves, friction):
             what it believes, not necessarily what is simulated.
-        chain: the VDC decomposition of ``plant.model`` (e.g. `jaxmb.vdc.crane_chain`); its
-            segment j is driven by ``plant.actuators[j]``.
+        chain: the VDC decomposition of ``plant.model`` into segments (e.g.
+            `jaxmb.vdc.crane_chain`), segment j driven by ``plant.actuators[j]``; or None: the
+            decomposition into the model's bodies (`jaxmb.vdc_bodies`), which any machine
+            file's plant has, whatever its geometry. Both give the same required forces when
+            ``k_0 = 0``.
         reference: ``q_d(t)``, differentiated three times by autodiff (eq. (90) needs the
             derivative of the required force, which holds ``qdd_d``).
         lam: ``lambda_qj`` of eq. (36), 1/s, one per joint.
@@ -106,7 +110,7 @@ class VDCController(eqx.Module):
     """
 
     plant: HydraulicPlant
-    chain: VDCChain
+    chain: VDCChain | None
     reference: Callable
     lam: Float[Array, " n"]
     k_v: Float[Array, ""]
@@ -119,10 +123,12 @@ class VDCController(eqx.Module):
             raise ValueError(
                 f"VDCController: plant must be a HydraulicPlant, got {type(plant).__name__}"
             )
-        if chain.n != len(plant.actuators) or chain.n != plant.n:
+        if len(plant.actuators) != plant.n or (chain is not None and chain.n != plant.n):
             raise ValueError(
-                f"VDCController: the chain has {chain.n} segments; the plant has "
-                f"{len(plant.actuators)} cylinders and {plant.n} coordinates (one each expected)"
+                f"VDCController: the plant has {len(plant.actuators)} cylinders and {plant.n} "
+                "coordinates"
+                + ("" if chain is None else f", the chain {chain.n} segments")
+                + " (one cylinder per coordinate expected)"
             )
         stateful = [
             a.name for a in plant.actuators if a.friction is not None and a.friction.n_states
@@ -142,7 +148,10 @@ class VDCController(eqx.Module):
         self.k_f = _gain("k_f", k_f, (m,))
 
     def body_gains(self) -> Array:
-        """``K_A = k_v M_A + k_0 I`` for the frames of eq. (94), (k, 6, 6)."""
+        """``K_A = k_v M_A + k_0 I`` for the frames of eq. (94), (k, 6, 6): the chain's, or the
+        model's bodies when there is no chain."""
+        if self.chain is None:
+            return body_gains(self.plant.model, self.k_v, self.k_0)
         Ms = jnp.stack([M_A(b) for _, b in chain_bodies(self.chain)])
         return self.k_v * Ms + self.k_0 * jnp.eye(6)[None]
 
@@ -151,13 +160,18 @@ class VDCController(eqx.Module):
         q_d, qd_d, qdd_d = desired_state(self.reference, t)
         qd_r = qd_d + self.lam * (q_d - q)  # eq. (36)
         qdd_r = qdd_d + self.lam * (qd_d - qd)  # its time derivative
-        req = required_forces(self.chain, q, qd, qd_r, qdd_r, self.body_gains())  # eq. (76)
         _, _, J = self.plant.piston_kinematics(q, qd)
+        if self.chain is None:  # the same forces by virtual power over the bodies
+            req = body_required_forces(self.plant.model, q, qd, qd_r, qdd_r, self.body_gains())
+            f_cr = jnp.linalg.solve(J.T, req.tau_r)  # tau = J_x^T f
+        else:
+            req = required_forces(self.chain, q, qd, qd_r, qdd_r, self.body_gains())  # eq. (76)
+            f_cr = req.f_cr
         xd_r = J @ qd_r
         f_fric = jnp.stack(
             [a.friction_force(xd_r[i], {}) for i, a in enumerate(self.plant.actuators)]
         )
-        return (req.f_cr + f_fric, xd_r), (req.v, req.dV)  # eq. (78)
+        return (f_cr + f_fric, xd_r), (req.v, req.dV)  # eq. (78)
 
     def terms(self, t, y) -> VDCTerms:
         """Evaluate the law at time t for the measured state dict ``y``."""

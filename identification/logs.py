@@ -83,6 +83,8 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Float
 
+from jaxmb.model import coordinate_joint_types
+
 __all__ = [
     "KINDS",
     "UNITS",
@@ -325,15 +327,6 @@ class LogSchema(eqx.Module):
         return kinds[name]
 
 
-def _coordinate_joint_types(model) -> dict[str, str]:
-    """``{coordinate: "revolute" | "prismatic"}`` read from the frames (see `schema_for`)."""
-    by_aug: dict[str, str] = {}
-    for f in model.frames:
-        if f.coordinate is not None:
-            by_aug.setdefault(f.coordinate, f.joint)
-    return {c: by_aug.get(c, "revolute") for c in model.coordinate_names}
-
-
 def schema_for(
     model_or_plant,
     *,
@@ -372,7 +365,7 @@ def schema_for(
             "schema_for: expected a jaxmb.Model or a jaxmb.plant.HydraulicPlant, got "
             f"{type(model_or_plant).__name__}"
         )
-    types = _coordinate_joint_types(model)
+    types = coordinate_joint_types(model)
     for c, jt in (joint_types or {}).items():
         if c not in types:
             raise ValueError(

@@ -305,30 +305,37 @@ def _machine_choice(text: str) -> str:
 
 
 def machine_cmd(args: argparse.Namespace) -> int:
-    """``jaxmb simulate --machine FILE.toml --commands LOG``: a free-run replay of a log."""
+    """``jaxmb simulate --machine FILE.toml``: a free-run replay of a log (``--commands LOG``),
+    or the VDC closed loop on the file's ``[task]``."""
     from pathlib import Path
 
-    if args.commands is None:
+    if args.payload != 0.0:
         raise SystemExit(
-            "jaxmb simulate: --machine FILE.toml replays a log: give --commands LOG (a log of "
-            "the machine: its first sample is the initial state, its commands drive the replay)"
+            "jaxmb simulate: --payload is not for a machine file (the payload is the file's "
+            "[payload], or a log sidecar's conditions.payload_kg, or an identified --params)"
         )
-    for opt, given in (("--gains", args.gains is not None), ("--payload", args.payload != 0.0)):
-        if given:
-            raise SystemExit(
-                f"jaxmb simulate: {opt} is not for a machine file's replay (the payload is the "
-                "file's, or the log sidecar's conditions.payload_kg)"
-            )
+    if args.commands is not None and args.gains is not None:
+        raise SystemExit("jaxmb simulate: --gains: the replay of --commands has no controller")
+    if args.t_final is not None and not args.t_final > 0:
+        raise SystemExit(
+            f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
+        )
     out = Path(args.out)
     _check_writable(out)
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from jaxmb.identification.replay import replay
     from jaxmb.models.machine import load_machine
 
     try:
         machine = load_machine(args.machine)
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    if args.commands is None:
+        return _machine_vdc(args, machine, out)
+    from jaxmb.identification.replay import replay
+
+    try:
         print(f"jaxmb simulate: {machine.name}, free-run replay of {args.commands} -> {out}/")
         summary = replay(machine, args.commands, out, params=args.params,
                          t_final=args.t_final, plots=not args.no_plots)  # fmt: skip
@@ -340,6 +347,51 @@ def machine_cmd(args: argparse.Namespace) -> int:
         + ", ".join(f"{c} {v:.4g} {units[c]}" for c, v in summary["rmse_display"].items())
     )
     print("fit %: " + ", ".join(f"{c} {v:.1f}" for c, v in summary["fit_percent"].items()))
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
+    """The VDC closed loop of a machine file on its ``[task]`` (checked before any compile)."""
+    from jaxmb.control.machine_run import machine_controller, run_machine
+
+    plant, gains = machine.plant, None
+    try:
+        if args.params is not None:
+            from jaxmb.identification.hydraulic_route import apply_hydraulics
+            from jaxmb.identification.params_file import read_params
+
+            plant = apply_hydraulics(plant, read_params(args.params, model_name=machine.name))
+        if args.gains is not None:
+            from jaxmb.control.study_config import read_gains
+
+            gains = read_gains(args.gains, "machine")
+        machine_controller(machine, plant, gains)  # the task, gains' shapes and signs
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    t_final = machine.task.t_final if args.t_final is None else args.t_final
+    if not 0 < args.dt_save <= t_final:
+        raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    print(
+        f"jaxmb simulate: {machine.name}, VDC closed loop on the file's [task], {t_final:g} s -> {out}/"
+    )
+    if args.params is not None:
+        print(f"plant and controller model: identified parameters from {args.params}")
+    if gains is not None:
+        print(f"VDC gains from {args.gains}: {gains}")
+    summary = run_machine(machine, out, plant=plant, gains=gains, t_final=t_final,
+                          dt_save=args.dt_save, progress=not args.quiet,
+                          plots=not args.no_plots)  # fmt: skip
+    print(
+        f"max tool position error {summary['max_tool_position_error_m']:.4g} m, max joint "
+        "errors " + ", ".join(f"{k} {v:.3g}" for k, v in summary["max_joint_error_rad"].items())
+    )
+    print(
+        "valve saturation time: "
+        + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
+    )
+    if not summary["success"]:
+        print("warning: the solver failed; the series stop where it did")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
 
@@ -539,7 +591,7 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
         if v is not None and v < 1:
             raise SystemExit(f"jaxmb montecarlo: --{name}: expected an integer >= 1, got {v}")
     out = Path(args.out)
-    _check_out(out)
+    _check_writable(out)  # made once the configuration is read: a refusal leaves nothing
     _setup_devices(args)
     import jax
 
@@ -557,8 +609,9 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
         raise SystemExit(f"jaxmb montecarlo: {err}") from None
     lead = jax.process_index() == 0
     if lead:
+        what = desc["study"].get("machine", desc["study"]["scenario"])
         print(
-            f"jaxmb montecarlo: {desc['study']['scenario']}, {n} samples (chunks of {chunk}, "
+            f"jaxmb montecarlo: {what}, {n} samples (chunks of {chunk}, "
             f"{lanes} lanes) over {len(jax.devices())} device(s), {jax.process_count()} "
             f"process(es) -> {out}/"
         )
@@ -588,7 +641,7 @@ def tune_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     out = Path(args.out)
-    _check_out(out)
+    _check_writable(out)  # made once the configuration is read: a refusal leaves nothing
     _setup_devices(args)
     from jaxmb.control import study_config
     from jaxmb.control.tune_run import run_tune
@@ -621,8 +674,8 @@ def tune_cmd(args: argparse.Namespace) -> int:
                 )
             elif "rmse" in r:
                 print(
-                    f"  {c:>6}: rmse p95 {r['rmse']['p95']:.3g} rad, max error after the "
-                    f"transient p95 {r['max_error']['p95']:.3g} rad"
+                    f"  {c:>6}: rmse p95 {r['rmse']['p95']:.3g} {r['unit']}, max error after "
+                    f"the transient p95 {r['max_error']['p95']:.3g} {r['unit']}"
                 )
             else:
                 print(
@@ -675,13 +728,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="arm: Dastranj & Mattila Section IV (robust control); crane: the lift/tilt crane "
         "(VDC on the A-B-C-D task, or --commands); rpr3-flexible: Ider et al. Section 6 (the "
         "flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle impact); or a "
-        "hydraulic machine file (.toml): a free-run replay of --commands LOG from its measured "
-        "initial state",
+        "hydraulic machine file (.toml): VDC on the file's [task] (--gains, --params apply), or "
+        "a free-run replay of --commands LOG from its measured initial state",
     )
     p.add_argument(
         "--out",
         default=None,
-        help="output folder (default out/section_iv, out/crane, out/rpr3_flexible or out/replay)",
+        help="output folder (default out/section_iv, out/crane, out/rpr3_flexible, out/machine or "
+        "out/replay)",
     )
     p.add_argument("--t-final", type=float, default=None, help="duration, s (arm 20, crane 18)")
     p.add_argument(
@@ -876,10 +930,12 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["state", *argv]  # `jaxmb --q ...`: the arm's dynamics at a state
     args = parser.parse_args(_negative_values(argv))
     if getattr(args, "command", None) == "simulate":
-        crane = args.machine == "crane"
+        toml = args.machine.lower().endswith(".toml")
+        crane = args.machine == "crane" or toml
         if args.out is None:
+            file_out = "out/replay" if args.commands is not None else "out/machine"
             args.out = {"crane": "out/crane", "rpr3-flexible": "out/rpr3_flexible"}.get(
-                args.machine, "out/replay" if args.machine.endswith(".toml") else "out/section_iv"
+                args.machine, file_out if toml else "out/section_iv"
             )
         if args.dt_save is None:
             args.dt_save = 0.001 if crane else 0.01

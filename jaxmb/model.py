@@ -35,6 +35,7 @@ from jaxtyping import Array, Float
 
 __all__ = [
     "WORLD",
+    "coordinate_joint_types",
     "JOINT_TYPES",
     "Body",
     "Frame",
@@ -577,3 +578,15 @@ def replace_placement(model: Model, frame: str, *, rotation=None, translation=No
         coordinate=old.coordinate,
     )
     return eqx.tree_at(lambda m: m.frames[i], model, new)
+
+
+def coordinate_joint_types(model: Model) -> dict[str, str]:
+    """``{coordinate: "revolute" | "prismatic"}``: the joint of the frame a minimal coordinate
+    drives. With a coordinate map, a minimal coordinate that is also an augmented one drives
+    that frame (every map of `jaxmb.models` passes such coordinates through); one that is not
+    (the 3-DoF arm's ``delta``) cannot be told from the map and is taken as revolute."""
+    by_aug: dict[str, str] = {}
+    for f in model.frames:
+        if f.coordinate is not None:
+            by_aug.setdefault(f.coordinate, f.joint)
+    return {c: by_aug.get(c, "revolute") for c in model.coordinate_names}

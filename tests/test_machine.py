@@ -247,6 +247,18 @@ BAD_FILES = {
         r"must exceed return_pressure",
     ),
     "pressure as text": ("bulk_modulus = 1.2e9", 'bulk_modulus = "1.2e9"', r"expected a finite"),
+    "task misses a coordinate": (
+        "extend = [0.2, 0.2, 0.5, 0.5, 0.2] }",
+        "extnd = [0.2, 0.2, 0.5, 0.5, 0.2] }",
+        r"\[task\] key 'waypoints': expected one list per coordinate",
+    ),
+    "task lists of two lengths": (
+        "lift = [0.3, 0.6, 0.6, 0.45, 0.3]",
+        "lift = [0.3, 0.6, 0.6, 0.45]",
+        r"\[task\] key 'waypoints': every coordinate needs the same number of waypoints",
+    ),
+    "vdc gain not positive": ("[task]", "[vdc]\nk_x = -1.0\n\n[task]", r"\[vdc\] key 'k_x'"),
+    "vdc gain per cylinder": ("[task]", "[vdc]\nk_f = [1e-7, 1e-7]\n\n[task]", r"or 3 of them"),
 }
 
 

@@ -53,6 +53,16 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     spool = { model = "first", time_constant = 0.01 }   # or "none", or model = "second",
                                                         # frequency (rad/s), damping
 
+    [task]                            # optional: the waypoint task `jaxmb simulate` runs VDC on
+    waypoints = { q1 = [0.15, 0.95, 0.15], q2 = [-0.45, 0.25, -0.45] }  # rad or m, every
+                                      # coordinate, rest-to-rest quintics between them
+    segment_time = 2.0                # s per segment
+    hold = 2.0                        # s at the last waypoint
+
+    [vdc]                             # optional: VDC gains (jaxmb.control.machine_run.GAINS
+    lam = 10.0                        # for those not given); a number, or one per coordinate
+    k_x = [3e-2, 3e-2]                # (lam) or cylinder (k_x, k_f); k_v, k_0 are numbers
+
     [log]                             # optional: the log's names for the plant's signals
     columns = { q1 = "boom_angle", p_a_lift = "P1" }    # plant name = log column
     units = { p_a_lift = "bar" }      # non-SI units of the log's columns (see logs)
@@ -79,7 +89,15 @@ from ..model import WORLD, Body, Model
 from .cylinder_loops import CylinderLoops, cylinder_frames, tube_rotation
 from .urdf import UrdfError, load_urdf
 
-__all__ = ["Machine", "MachineFileError", "load_machine", "check_reach", "BUILTIN", "machine_path"]
+__all__ = [
+    "Machine",
+    "Task",
+    "MachineFileError",
+    "load_machine",
+    "check_reach",
+    "BUILTIN",
+    "machine_path",
+]
 
 # the machines that ship with jaxmb, as files in jaxmb/models/machines (loaded like any other)
 BUILTIN = {"crane": "lift_tilt_crane.toml"}
@@ -99,6 +117,8 @@ _TABLES = {
     "cylinders": None,
     "valves": None,
     "log": {"columns", "units"},
+    "task": {"waypoints", "segment_time", "hold"},
+    "vdc": {"lam", "k_v", "k_0", "k_x", "k_f"},
 }
 _CYLINDER_KEYS = {
     "base",
@@ -165,6 +185,26 @@ class Payload:
 
 
 @dataclass(frozen=True)
+class Task:
+    """A waypoint task: ``waypoints`` (K, n) in the plant's coordinate order (rad, m), joined
+    by rest-to-rest quintics of ``segment_time`` s each, then ``hold`` s at the last."""
+
+    waypoints: tuple[tuple[float, ...], ...]
+    segment_time: float
+    hold: float
+
+    @property
+    def t_final(self) -> float:
+        return (len(self.waypoints) - 1) * self.segment_time + self.hold
+
+    def reference(self):
+        """``q_d(t)`` (`jaxmb.simulate.QuinticWaypoints`)."""
+        from ..simulate import QuinticWaypoints
+
+        return QuinticWaypoints(self.waypoints, segment_time=self.segment_time)
+
+
+@dataclass(frozen=True)
 class Machine:
     """A hydraulic machine read by `load_machine`.
 
@@ -177,6 +217,9 @@ class Machine:
         columns: ``{plant signal: log column}`` for signals the log names otherwise.
         units: ``{plant signal: unit}`` of the log's non-SI columns.
         command_units: ``{actuator: unit}`` of each valve command.
+        task: the file's waypoint task (None without ``[task]``).
+        gains: the file's VDC gains (``[vdc]``), as given.
+        urdf_path: the URDF beside it.
     """
 
     name: str
@@ -186,10 +229,21 @@ class Machine:
     columns: Mapping[str, str] = field(default_factory=dict)
     units: Mapping[str, str] = field(default_factory=dict)
     command_units: Mapping[str, str] = field(default_factory=dict)
+    task: Task | None = None
+    gains: Mapping[str, object] = field(default_factory=dict)
+    urdf_path: Path | None = None
 
     @property
     def model(self) -> Model:
         return self.plant.model
+
+    def digest(self) -> str:
+        """SHA-256 of the machine file and its URDF together: what a study's rows were run on."""
+        import hashlib
+
+        h = hashlib.sha256(self.path.read_bytes())
+        h.update(self.urdf_path.read_bytes())
+        return h.hexdigest()
 
     def read_log(self, path, *, required=()):
         """A log of this machine (`jaxmb.identification.logs.read_log`), its columns renamed
@@ -403,6 +457,8 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
     ]
     plant = HydraulicPlant(model, actuators)
     columns, units = _log_tables(where, doc, plant)
+    task = _task(where, doc, plant)
+    gains = _gains(where, doc, plant)
     return Machine(
         name=name,
         path=path,
@@ -411,7 +467,80 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         columns=columns,
         units=units,
         command_units={c: valves[c][1] for c in cylinders},
+        task=task,
+        gains=gains,
+        urdf_path=urdf_path,
     )
+
+
+def _task(where: _Where, doc: Mapping, plant) -> Task | None:
+    t = where.table(doc, "task", _TABLES["task"], required=False)
+    if t is None:
+        return None
+    names = plant.coordinate_names
+    wp = t.get("waypoints")
+    if not isinstance(wp, Mapping):
+        raise where.error(
+            "task", "waypoints", f"expected a table {{coordinate = [values]}} over {list(names)}"
+        )
+    if set(wp) != set(names):
+        raise where.error(
+            "task", "waypoints", f"expected one list per coordinate {list(names)}, got {sorted(wp)}"
+        )
+    cols = []
+    for c in names:
+        v = wp[c]
+        ok = (
+            isinstance(v, list)
+            and len(v) >= 2
+            and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                for x in v
+            )
+        )
+        if not ok:
+            raise where.error(
+                "task",
+                "waypoints",
+                f"{c}: expected a list of >= 2 finite numbers (rad or m), got {v!r}",
+            )
+        cols.append([float(x) for x in v])
+    if len({len(c) for c in cols}) != 1:
+        raise where.error(
+            "task",
+            "waypoints",
+            "every coordinate needs the same number of waypoints, got "
+            + ", ".join(f"{c} {len(v)}" for c, v in zip(names, cols, strict=True)),
+        )
+    return Task(
+        waypoints=tuple(zip(*cols, strict=True)),
+        segment_time=where.number(t, "task", "segment_time", unit="s"),
+        hold=where.number(t, "task", "hold", default=0.0, low=0, strict=False, unit="s"),
+    )
+
+
+def _gains(where: _Where, doc: Mapping, plant) -> dict:
+    t = where.table(doc, "vdc", _TABLES["vdc"], required=False) or {}
+    sizes = {
+        "lam": plant.n,
+        "k_v": 0,
+        "k_0": 0,
+        "k_x": len(plant.actuators),
+        "k_f": len(plant.actuators),
+    }
+    out = {}
+    for k, v in t.items():
+        vals = v if isinstance(v, list) else [v]
+        ok = all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+            for x in vals
+        )
+        n = sizes[k]
+        if not ok or (isinstance(v, list) and len(v) != n):
+            want = "a number > 0" + (f" or {n} of them" if n else "")
+            raise where.error("vdc", k, f"expected {want}, got {v!r}")
+        out[k] = [float(x) for x in v] if isinstance(v, list) else float(v)
+    return out
 
 
 def _tables(where: _Where, doc: Mapping, name: str):

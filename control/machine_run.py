@@ -1,0 +1,114 @@
+"""Any hydraulic machine file's VDC closed loop on its waypoint task: the controller
+(`machine_controller`), the run (`machine_closed_loop`) and the report ``jaxmb simulate
+--machine FILE.toml`` writes (`run_machine`).
+
+The controller is `VDCController` over the decomposition of the machine's model into its
+bodies (`jaxmb.vdc_bodies`): it needs no segment frames, so joint axes, cylinder mounts and
+gravity may point wherever the files say. Gains: the file's ``[vdc]`` table over `GAINS`, then
+those given (a tuned gains file). Solver: Tsit5 at rtol 1e-6, atol 1e-8, as the crane's
+(`crane_run`, where the choice is measured).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from jaxmb.simulate import Trajectory, simulate
+
+from .crane_report import write_crane_report
+from .crane_run import ATOL, GAINS, RTOL, control_series
+from .vdc_control import VDCController
+
+__all__ = [
+    "machine_controller",
+    "machine_closed_loop",
+    "machine_gains",
+    "tool_frame",
+    "run_machine",
+]
+
+
+def machine_gains(machine, gains: dict | None = None) -> dict:
+    """`GAINS`, then the file's ``[vdc]`` table, then ``gains``."""
+    return {**GAINS, **machine.gains, **(gains or {})}
+
+
+def machine_controller(machine, plant=None, gains: dict | None = None) -> VDCController:
+    """VDC on ``plant`` (default: the file's, as the controller's model) tracking the file's
+    ``[task]``, with `machine_gains`.
+
+    Raises ValueError naming the file when it has no ``[task]`` table."""
+    if machine.task is None:
+        raise ValueError(
+            f"machine file {machine.path}: no [task] table: VDC needs a waypoint task "
+            "(waypoints = {coordinate = [...]}, segment_time, hold; see jaxmb.models.machine)"
+        )
+    plant = machine.plant if plant is None else plant
+    return VDCController(plant, None, machine.task.reference(), **machine_gains(machine, gains))
+
+
+def machine_closed_loop(
+    plant, controller: VDCController, ts, *, q0=None, progress: bool = False, **options
+) -> Trajectory:
+    """Simulate ``plant`` under ``controller`` from rest at ``q0`` (default the task's first
+    waypoint) with the pressures that hold it there, saving at ``ts``."""
+    q0 = controller.reference(jnp.zeros(())) if q0 is None else jnp.asarray(q0, dtype=float)
+    opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
+    return simulate(
+        plant, controller, controller.reference, q0, jnp.zeros_like(q0), ts, progress=progress,
+        **opts,
+    )  # fmt: skip
+
+
+@eqx.filter_jit
+def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False) -> Trajectory:
+    """`machine_closed_loop` compiled once for every plant, controller and save grid of the
+    same shapes (all three are arguments), solver failures returned, not raised."""
+    return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
+
+
+def tool_frame(machine) -> str:
+    """The frame whose path a report follows: the payload's link, else the model's last frame."""
+    if machine.payload is not None:
+        return machine.payload.link
+    return machine.model.frames[-1].name
+
+
+def run_machine(
+    machine,
+    out: Path,
+    *,
+    plant=None,
+    gains: dict | None = None,
+    t_final: float | None = None,
+    dt_save: float = 1e-3,
+    progress: bool = True,
+    plots: bool = True,
+) -> dict:
+    """Run VDC on the file's task (``t_final`` default: the task's) on ``plant`` (default the
+    file's; e.g. with identified parameters, which the controller then uses as its model too)
+    and write the report into ``out``; returns the summary."""
+    plant = machine.plant if plant is None else plant
+    controller = machine_controller(machine, plant, gains)
+    t_final = machine.task.t_final if t_final is None else t_final
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+    tr = eqx.filter_jit(lambda p, c: machine_closed_loop(p, c, ts, progress=progress, throw=False))(
+        plant, controller
+    )
+    extra = {
+        "machine": machine.name,
+        "mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91), required forces by virtual "
+        "power over the bodies) on the machine file's [task]",
+        "gains": {k: jnp.asarray(getattr(controller, k)).tolist() for k in GAINS},
+        "rtol": RTOL,
+        "atol": ATOL,
+        "solver": "tsit5",
+    }
+    tool = tool_frame(machine)
+    return write_crane_report(
+        out, plant, tr, control=control_series(controller, tr), extra=extra, plots=plots,
+        tool=tool,
+    )  # fmt: skip

@@ -1,0 +1,201 @@
+"""VDC on any machine file (`jaxmb.vdc_bodies`, `jaxmb.control.machine_run`) and the machine
+workflows around it: the required forces against the paper's segment recursion (crane) and
+against inverse dynamics (knuckle boom with a telescope), a perfect-model closed loop that
+tracks its task, and `jaxmb simulate`, `montecarlo` and `tune` on the knuckle's file."""
+
+import json
+import re
+from pathlib import Path
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import jaxmb
+from jaxmb.cli import main
+from jaxmb.control.crane_run import GAINS
+from jaxmb.control.machine_run import closed_loop_run, machine_controller
+from jaxmb.models.crane import abcd_reference
+from jaxmb.models.machine import load_machine
+from jaxmb.vdc import M_A, chain_bodies, crane_chain, required_forces
+from jaxmb.vdc_bodies import body_gains, body_required_forces
+
+KNUCKLE = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
+
+
+def _rates(rng, n):
+    return [jnp.asarray(rng.normal(size=n)) for _ in range(3)]
+
+
+def test_body_form_gives_the_segment_recursions_forces_on_the_crane():
+    """Required actuator forces by virtual power over the crane's seven bodies equal Petrovic &
+    Mattila's recursion over its two segments (eqs. (68)-(77)) with K_A = k_v M_A, and the
+    accompanying functions (eq. (96)) sum to the same total."""
+    plant = load_machine("crane", payload=60.0).plant
+    chain = crane_chain(plant.model)
+    K_chain = jnp.stack([20.0 * M_A(b) for _, b in chain_bodies(chain)])
+    K_bodies = body_gains(plant.model, 20.0, 0.0)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        q = jnp.asarray(rng.uniform([-0.3, -0.7], [1.3, 0.6]))
+        qd, qd_r, qdd_r = _rates(rng, 2)
+        seg = required_forces(chain, q, qd, qd_r, qdd_r, K_chain)
+        bod = body_required_forces(plant.model, q, qd, qd_r, qdd_r, K_bodies)
+        _, _, J = plant.piston_kinematics(q, qd)
+        np.testing.assert_allclose(jnp.linalg.solve(J.T, bod.tau_r), seg.f_cr, rtol=1e-10)
+        np.testing.assert_allclose(jnp.sum(bod.v), jnp.sum(seg.v), rtol=1e-10)
+
+
+def test_body_form_is_inverse_dynamics_when_the_required_velocity_is_measured():
+    """With qd_r = qd the gain terms vanish and sum_A J_A^T F*_Ar is M qdd_r + C qd + g: the
+    knuckle boom's inverse dynamics (CRBA and autodiff of the kinetic energy), through its
+    cylinder loops, a prismatic telescope and gravity along -z."""
+    plant = load_machine(KNUCKLE).plant
+    K = body_gains(plant.model, 50.0, 1.0)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        q = jnp.asarray(rng.uniform([0.25, -0.5, 0.1], [0.7, 0.2, 0.8]))
+        qd, _, qdd = _rates(rng, 3)
+        bod = body_required_forces(plant.model, q, qd, qd, qdd, K)
+        np.testing.assert_allclose(
+            bod.tau_r, jaxmb.inverse_dynamics(plant.model, q, qd, qdd), rtol=1e-10, atol=1e-8
+        )
+        np.testing.assert_allclose(bod.v, 0.0, atol=1e-20)
+
+
+def test_crane_file_holds_the_spec_task_and_the_crane_gains():
+    m = load_machine("crane")
+    assert m.task.t_final == 18.0 and m.gains == GAINS
+    ref = m.task.reference()
+    for t in np.linspace(0.0, 18.0, 73):
+        np.testing.assert_allclose(ref(jnp.asarray(t)), abcd_reference()(jnp.asarray(t)))
+
+
+def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):
+    """`jaxmb simulate --machine FILE.toml`: with the file's plant as its own model and no
+    initial error, VDC tracks exactly up to the solver's error (a wrong required force would
+    show as an error of order 1e-3)."""
+    out = tmp_path / "vdc"
+    argv = ["simulate", "--machine", str(KNUCKLE), "--t-final", "0.5", "--out", str(out)]
+    assert main([*argv, "--no-plots", "--quiet"]) == 0
+    assert "VDC closed loop" in capsys.readouterr().out
+    s = json.loads((out / "summary.json").read_text())
+    assert s["success"] and s["machine"] == "knuckle_telescope"
+    assert max(s["max_joint_error_rad"].values()) < 1e-6
+    assert s["max_tool_position_error_m"] < 1e-6
+    cols = np.genfromtxt(out / "timeseries.csv", delimiter=",", names=True)
+    assert cols.shape == (501,) and np.ptp(cols["fold"]) > 5e-3  # the task moves it
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """A 3-sample Monte Carlo study of the knuckle over payload and one valve coefficient."""
+    d = tmp_path_factory.mktemp("mc")
+    cfg = d / "study.toml"
+    cfg.write_text(
+        f'[study]\nscenario = "machine"\nmachine = "{KNUCKLE}"\nsamples = 2\nchunk = 2\n'
+        "lanes = 2\nt_final = 0.5\nseed = 4\n\n"
+        '[[parameter]]\nname = "body.payload.mass"\ndistribution = "range"\nlow = 150.0\n'
+        'high = 300.0\n\n[[parameter]]\nname = "valve.lift.c_pa"\nspread = 0.1\n'
+    )
+    assert main(["montecarlo", str(cfg), "--out", str(d / "out"), "--no-plots", "--quiet"]) == 0
+    return cfg, d / "out"
+
+
+def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
+    """Each row of a machine study is what the closed loop of its own sampled plant gives:
+    sample 1 rerun on its own (payload and valve set by hand, the controller knowing neither)."""
+    _, out = study
+    rows = pq.read_table(out / "results.parquet").to_pydict()
+    assert not any(rows["failed"]) and len(rows["sample"]) == 2
+    assert all(150.0 <= m <= 300.0 for m in rows["body.payload.mass"])
+    k = rows["sample"].index(1)
+    machine = load_machine(KNUCKLE)
+    plant = machine.with_payload(rows["body.payload.mass"][k])
+    i = plant.actuator_names.index("lift")
+    plant = eqx.tree_at(
+        lambda p: p.actuators[i].valve.c_pa, plant, jnp.asarray(rows["valve.lift.c_pa"][k], float)
+    )
+    ts = jnp.linspace(0.0, 0.5, 501)
+    tr = closed_loop_run(plant, machine_controller(machine), ts)
+    for j, c in enumerate(plant.coordinate_names):
+        rmse = float(jnp.sqrt(jnp.mean(tr.e[:, j] ** 2)))
+        assert rmse > 1e-6  # the unknown payload is felt
+        np.testing.assert_allclose(rows[f"rmse_{c}"][k], rmse, rtol=1e-5)
+    summary = json.loads((out / "study.json").read_text())
+    assert len(summary["study"]["study"]["machine_files_sha256"]) == 64
+
+
+def test_tune_writes_gains_that_simulate_loads(study, tmp_path, capsys):
+    """`jaxmb tune` on a machine study: one Adam step on one sample; the gains file it writes
+    loads into `jaxmb simulate --machine FILE.toml --gains` unchanged."""
+    cfg, _ = study
+    tune_cfg = tmp_path / "tune.toml"
+    tune_cfg.write_text(
+        cfg.read_text() + "\n[tune]\nsamples = 1\nsteps = 1\nvalidation_samples = 2\n"
+        "t_final = 0.2\ntolerated_error = [2e-3, 2e-3, 1e-3]\n"
+    )
+    out = tmp_path / "tune"
+    assert main(["tune", str(tune_cfg), "--out", str(out), "--no-plots", "--quiet"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scenario"] == "machine" and s["validation_tuned"]["samples"] == 2
+    assert s["validation_tuned"]["extend"]["unit"] == "m"
+    assert set(s["validation_tuned"]) >= {"lift", "valve_lift", "extend", "valve_extend"}
+    gains = json.loads((out / "gains.json").read_text())["gains"]
+    assert len(gains["lam"]) == 3 and len(gains["k_x"]) == 3
+    sim = tmp_path / "sim"
+    argv = ["simulate", "--machine", str(KNUCKLE), "--gains", str(out / "gains.json")]
+    assert main([*argv, "--t-final", "0.5", "--out", str(sim), "--no-plots", "--quiet"]) == 0
+    ran = json.loads((sim / "summary.json").read_text())["gains"]
+    np.testing.assert_allclose(ran["k_x"], gains["k_x"], rtol=1e-12)
+
+
+def _without_task(tmp_path) -> Path:
+    text = KNUCKLE.read_text()
+    cut, end = text.index("[task]"), text.index("[cylinders.lift]")
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    p = tmp_path / "no_task.toml"
+    p.write_text(text[:cut] + text[end:])
+    return p
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--payload", "50"], "--payload is not for a machine file"),
+        (["--gains", "g.json", "--commands", "x.parquet"], "the replay of --commands has no"),
+        (["--t-final", "-1"], "--t-final: expected a duration > 0 s"),
+        (["--gains", "MISSING.json"], "gains file 'MISSING.json': cannot read"),
+    ],
+)
+def test_bad_machine_simulate_options_are_refused_before_any_compile(tmp_path, extra, message):
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(["simulate", "--machine", str(KNUCKLE), "--out", str(out), *extra])
+    assert not out.exists()
+
+
+def test_a_machine_without_a_task_is_refused_by_name(tmp_path):
+    bad = _without_task(tmp_path)
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit, match=re.escape(f"machine file {bad}: no [task] table")):
+        main(["simulate", "--machine", str(bad), "--out", str(out)])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "study_lines, message",
+    [
+        ('scenario = "machine"', "the machine scenario needs machine ="),
+        (f'scenario = "crane"\nmachine = "{KNUCKLE}"', 'only for scenario = "machine"'),
+        ('scenario = "machine"\nmachine = "nope.toml"', "nope.toml: no such file"),
+    ],
+)
+def test_bad_machine_study_configurations_are_refused(tmp_path, study_lines, message):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[study]\n{study_lines}\n")
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(["montecarlo", str(cfg), "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
