@@ -210,8 +210,8 @@ def identify_hydraulic(
     progress("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
-    file_values = {n: float(oe._getter(file_plant, n)(file_plant)) for n in spec.names}
-    start_values = {n: float(oe._getter(plant, n)(plant)) for n in spec.names}
+    file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in spec.names}
+    start_values = {n: float(oe.parameter_getter(plant, n)(plant)) for n in spec.names}
     rows = []
     for k, n in enumerate(res.names):
         val, s = res.values[n], res.std[n]
@@ -332,6 +332,9 @@ def _masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
     return eqx.tree_at(lambda s: s.weights, seg, jnp.asarray(w))
 
 
+_residuals = eqx.filter_jit(oe.residuals)  # one compiled program per spec and segment shapes
+
+
 def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
     """The output-error fit with the mechanics fixed at stage 1 or refined jointly.
 
@@ -357,8 +360,7 @@ def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
     th0 = np.concatenate([fixed.theta, np.zeros(len(refine))])
     refined = oe.fit(plant, spec_r, train, theta0=th0, max_evaluations=max_evaluations)
     cost = {
-        name: 0.5
-        * float(np.sum(np.asarray(oe.residuals(jnp.asarray(r.theta), plant, s, test)) ** 2))
+        name: 0.5 * float(np.sum(np.asarray(_residuals(jnp.asarray(r.theta), plant, s, test)) ** 2))
         for name, r, s in (("fixed", fixed, spec), ("refined", refined, spec_r))
     }
     choice = min(cost, key=cost.get)
@@ -501,7 +503,7 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
             what = "a number >= 0" if low == 0 else "a positive number"
             raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
     spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
-    getters = [oe._getter(plant, k) for k in spec.names]  # and that the plant has them
+    getters = [oe.parameter_getter(plant, k) for k in spec.names]  # and that the plant has them
     return eqx.tree_at(
         lambda p: [g(p) for g in getters],
         plant,

@@ -210,6 +210,7 @@ def identify(
     drives=None,
     leakage: bool = False,
     mechanics: str = "auto",
+    segment_time: float | None = None,
     show_progress: bool = True,
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
@@ -227,6 +228,12 @@ def identify(
         progress("loading the model")
         name, m, route = resolve_model(model)
         if route == "rigid":
+            given = {"--leakage": leakage, "--segment-time": segment_time is not None}
+            if any(given.values()):
+                raise ValueError(
+                    f"{', '.join(k for k, v in given.items() if v)}: only for a hydraulic "
+                    f"machine's output error; model {name!r} is identified by the regressor route"
+                )
             options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms),
                            prior_weight=0.1 if prior_weight is None else prior_weight)  # fmt: skip
             if name in KNOWN_FORCES:
@@ -242,6 +249,7 @@ def identify(
             summary = identify_hydraulic(
                 name, m, log_path, out, validate, progress, window=window, leakage=leakage,
                 prior_weight=prior_weight, mechanics=mechanics,
+                segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip
         bar.update(bar.total - bar.n)
     finally:

@@ -60,6 +60,7 @@ from jaxmb.simulate import CommandTable, simulate
 
 __all__ = [
     "HydraulicParameters",
+    "parameter_getter",
     "Segments",
     "OutputErrorResult",
     "make_segments",
@@ -122,7 +123,7 @@ class HydraulicParameters(eqx.Module):
         return len(self.names)
 
 
-def _getter(plant: HydraulicPlant, name: str):
+def parameter_getter(plant: HydraulicPlant, name: str):
     """A function ``plant -> leaf`` for selector ``name`` (checked against ``plant``)."""
     part, who, field = name.split(".")
     if part == "body":
@@ -149,7 +150,7 @@ def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array
     given = dict(spec.reference)
     refs, th0 = [], []
     for n in spec.names:
-        nominal = _getter(plant, n)(plant)
+        nominal = parameter_getter(plant, n)(plant)
         if n in given:
             ref = jnp.asarray(given[n])
             th0.append(jnp.where(nominal > 0, jnp.log(jnp.where(nominal > 0, nominal, 1) / ref), 0))
@@ -179,7 +180,7 @@ def plant_with(
     if theta.shape != (len(spec),):
         raise ValueError(f"plant_with: theta must have shape ({len(spec)},), got {theta.shape}")
     refs, _ = _references(plant, spec)
-    getters = [_getter(plant, n) for n in spec.names]
+    getters = [parameter_getter(plant, n) for n in spec.names]
     values = refs * jnp.exp(theta)
     return eqx.tree_at(
         lambda p: [g(p) for g in getters], plant, [values[i] for i in range(len(getters))]

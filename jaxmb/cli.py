@@ -496,7 +496,9 @@ def identify_cmd(args: argparse.Namespace) -> int:
         ("cutoff", args.cutoff is None or args.cutoff > 0, "a frequency > 0 Hz"),
         ("stride", args.stride >= 1, "an integer >= 1"),
         ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
-    ):
+        ("segment-time", args.segment_time is None or 0 < args.segment_time < float("inf"),
+         "a duration > 0 s"),
+    ):  # fmt: skip
         if not ok:
             value = getattr(args, name.replace("-", "_"))
             raise SystemExit(f"jaxmb identify: --{name}: expected {expected}, got {value}")
@@ -547,6 +549,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             drives=drives,
             leakage=args.leakage,
             mechanics=args.mechanics,
+            segment_time=args.segment_time,
             show_progress=not args.quiet,
             **options,
         )
@@ -840,6 +843,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hydraulic route: also fit each cylinder's internal leakage (often too small to be "
         "determined; the report flags it then)",
+    )
+    p.add_argument(
+        "--segment-time",
+        type=float,
+        default=None,
+        help="hydraulic route: the output error's multiple-shooting segments, s (default 0.5; "
+        "longer segments weigh the slow drift of positions more, which a free-run replay "
+        "integrates, and need a longer log)",
     )
     p.add_argument(
         "--mechanics",

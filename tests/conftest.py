@@ -40,6 +40,7 @@ def _free_compiled_code():
 # otherwise orders modules by their number of tests), so the two workers end on short modules
 # instead of one waiting minutes for the other's last heavy module.
 _LONGEST_FIRST = (
+    "test_machine_vdc.py",
     "test_urdf_robots.py",
     "test_crane_tuning.py",
     "test_montecarlo.py",

@@ -405,6 +405,22 @@ def test_cli_accepts_negative_numbers_as_values():
             "--stride: expected an integer >= 1",
         ),
         (["identify", "nope.csv", "--model", "arm"], "no such log file 'nope.csv'"),
+        (
+            ["identify", "log.csv", "--model", "crane", "--segment-time", "-1"],
+            "--segment-time: expected a duration > 0 s",
+        ),
+        (
+            [
+                "identify",
+                "data/kr300/kr300_traj_A.parquet",
+                "--model",
+                "kr300",
+                "--leakage",
+                "--segment-time",
+                "2",
+            ],
+            "--leakage, --segment-time: only for a hydraulic machine's output error",
+        ),
         (["simulate", "--t-final", "nan"], "--t-final and --dt-save must be positive"),
         (["state", "--q", "0.1,nan,0.1"], "--q: expected 3 finite numbers"),
         (["montecarlo", "x.toml", "--samples", "-3"], "--samples: expected an integer >= 1"),
