@@ -344,14 +344,21 @@ def machine_study(
     options: SolverOptions = SolverOptions(rtol=CRANE_RTOL, atol=CRANE_ATOL, dt_save=1e-3),  # noqa: B008
     settle: float = 0.0,
     payload: float | None = None,
+    plant=None,
     **gains,
 ) -> tuple[CraneStudy, VDCController]:
-    """A machine file's study: VDC (`machine_run.machine_controller`, the file's model and
-    gains unless given) on the file's ``[task]`` (``t_final`` default the task's), over plants
-    perturbed as ``distribution`` says. ``payload`` (kg) replaces the plant's payload (needs a
-    ``[payload]`` table); the controller keeps the file's."""
-    controller = machine_controller(machine, gains=gains)
-    plant = machine.plant if payload is None else machine.with_payload(payload)
+    """A machine file's study: VDC (`machine_run.machine_controller`, the file's gains unless
+    given) on the file's ``[task]`` (``t_final`` default the task's), over plants perturbed as
+    ``distribution`` says. ``plant`` (default the file's; e.g. with identified parameters) is
+    both the nominal plant and the controller's model. ``payload`` (kg) replaces the simulated
+    plant's payload (needs a ``[payload]`` table); the controller keeps its own."""
+    plant = machine.plant if plant is None else plant
+    controller = machine_controller(machine, plant, gains=gains)
+    if payload is not None:
+        if machine.payload is None:
+            raise ValueError(f"[study] payload: machine file {machine.path} has no [payload]")
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
     t_final = machine.task.t_final if t_final is None else t_final
     q0 = controller.reference(jnp.zeros(()))
     study = _vdc_study(plant, q0, distribution, seed, t_final, options, settle)

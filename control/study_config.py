@@ -4,6 +4,8 @@
 [study]
 scenario = "section_iv"        # or "crane", or "machine" with machine = "my_machine.toml"
                                # (a machine file: VDC on its [task]; relative to this file)
+                               # and optionally params = "out/identify/params.json" (its
+                               # identified parameters: plant and controller model)
 samples = 1000                 # N (--samples overrides)
 chunk = 100                    # samples per jitted call (--chunk overrides; results do not
                                # depend on it)
@@ -62,6 +64,7 @@ _SECTIONS = {
     "study": {
         "scenario",
         "machine",
+        "params",
         "samples",
         "chunk",
         "lanes",
@@ -112,6 +115,8 @@ def load_config(path) -> dict:
             f"{cfg.get('study', {}).get('scenario')!r}"
         )
     st = cfg["study"]
+    if "params" in st and st["scenario"] != "machine":
+        raise ValueError(f'config {path} [study] params: only for scenario = "machine"')
     if (st["scenario"] == "machine") != ("machine" in st):
         raise ValueError(
             f"config {path} [study] machine: "
@@ -123,18 +128,45 @@ def load_config(path) -> dict:
     return cfg
 
 
+def _relative(cfg: dict, key: str) -> Path:
+    name = cfg["study"][key]
+    if not isinstance(name, str):
+        raise ValueError(f"[study] {key}: expected a file's path, got {name!r}")
+    p = Path(name)
+    return p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p
+
+
+def _params_of(machine, path) -> dict:
+    """The parameter file at ``path``, refused if it is another machine's."""
+    from jaxmb.identification.params_file import read_params
+
+    doc = read_params(path)
+    if doc["model"] not in machine.names:
+        raise ValueError(
+            f"--params: {path} holds parameters of model {doc['model']!r}, not {machine.name!r}"
+        )
+    return doc
+
+
 def _machine(cfg: dict):
-    """The machine file of ``[study] machine`` (a path relative to the configuration, or a
-    built-in machine's name), loaded and checked."""
+    """``(machine, plant, params digest)``: the machine file of ``[study] machine`` (a path
+    relative to the configuration, or a built-in machine's name), and its plant with the
+    identified parameters of ``[study] params`` (`jaxmb identify`'s params.json) if given."""
+    import hashlib
+
+    from jaxmb.identification.hydraulic_route import apply_hydraulics
     from jaxmb.models.machine import BUILTIN, load_machine
 
     name = cfg["study"]["machine"]
-    if not isinstance(name, str):
-        raise ValueError(f"[study] machine: expected a machine file's path, got {name!r}")
-    p = Path(name)
-    if name not in BUILTIN and not p.is_absolute():
-        p = Path(cfg.get("_dir", ".")) / p
-    return load_machine(name if name in BUILTIN else p)
+    machine = load_machine(name if name in BUILTIN else _relative(cfg, "machine"))
+    if "params" not in cfg["study"]:
+        return machine, machine.plant, None
+    p = _relative(cfg, "params")
+    try:
+        plant = apply_hydraulics(machine.plant, _params_of(machine, p))
+    except ValueError as err:
+        raise ValueError(f"[study] params: {err}") from None
+    return machine, plant, hashlib.sha256(p.read_bytes()).hexdigest()
 
 
 def read_gains(path, scenario: str) -> dict:
@@ -232,10 +264,12 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
         if scenario == "crane":
             study, controller = crane_study(dist, options=options, **common, **gains)
         else:
-            machine = _machine(cfg)
+            machine, plant, params_digest = _machine(cfg)
             if "payload" not in st:
-                common.pop("payload")  # the file's
-            study, controller = machine_study(machine, dist, options=options, **common, **gains)
+                common.pop("payload")  # the file's (or the identified one)
+            study, controller = machine_study(
+                machine, dist, options=options, plant=plant, **common, **gains
+            )
     n = samples if samples is not None else st.get("samples", 100)
     m = chunk if chunk is not None else st.get("chunk", 64)
     n = _number("samples", n, integer=True)
@@ -246,4 +280,6 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     description["controller"] = {k: v for k, v in gains.items()}
     if scenario == "machine":  # rows of another version of the files must not mix with these
         description["study"]["machine_files_sha256"] = machine.digest()
+        if params_digest is not None:
+            description["study"]["params_sha256"] = params_digest
     return study, controller, n, m, lanes, description

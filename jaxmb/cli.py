@@ -361,7 +361,13 @@ def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
             from jaxmb.identification.hydraulic_route import apply_hydraulics
             from jaxmb.identification.params_file import read_params
 
-            plant = apply_hydraulics(plant, read_params(args.params, model_name=machine.name))
+            doc = read_params(args.params)
+            if doc["model"] not in machine.names:
+                raise ValueError(
+                    f"--params: {args.params} holds parameters of model {doc['model']!r}, not "
+                    f"{machine.name!r}"
+                )
+            plant = apply_hydraulics(plant, doc)
         if args.gains is not None:
             from jaxmb.control.study_config import read_gains
 

@@ -240,3 +240,19 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     for c, r in ours.items():
         assert replayed["rmse"][c] == pytest.approx(r, rel=1e-9), c
     assert (sim / "replay.png").is_file() and (sim / "replay.csv").is_file()
+    # and unchanged into a Monte Carlo study or a tuning: plant and VDC model take its values
+    from jaxmb.control import study_config
+    from jaxmb.control.sampling import leaf_getter
+
+    cfg = tmp_path / "study.toml"
+    cfg.write_text(f'[study]\nscenario = "machine"\nmachine = "{machine.path}"\n'
+                   f'params = "{out / "params.json"}"\n')  # fmt: skip
+    study, controller, *_, desc = study_config.build_study(study_config.load_config(cfg))
+    for name, value in summary["parameters"].items():
+        for plant in (study.plant, controller.plant):
+            assert float(leaf_getter(plant, name)(plant)) == pytest.approx(value, rel=1e-12)
+    j = study.plant.model.body_names.index("payload")
+    assert float(study.plant.model.bodies[j].mass) == pytest.approx(
+        summary["payload"]["mass_kg"], rel=1e-12
+    )
+    assert len(desc["study"]["params_sha256"]) == 64

@@ -191,6 +191,11 @@ def test_a_machine_without_a_task_is_refused_by_name(tmp_path):
         ('scenario = "machine"', "the machine scenario needs machine ="),
         (f'scenario = "crane"\nmachine = "{KNUCKLE}"', 'only for scenario = "machine"'),
         ('scenario = "machine"\nmachine = "nope.toml"', "nope.toml: no such file"),
+        ('scenario = "crane"\nparams = "p.json"', "[study] params: only for scenario"),
+        (
+            f'scenario = "machine"\nmachine = "{KNUCKLE}"\nparams = "p.json"',
+            "[study] params: --params: no such file",
+        ),
     ],
 )
 def test_bad_machine_study_configurations_are_refused(tmp_path, study_lines, message):

@@ -237,6 +237,13 @@ class Machine:
     def model(self) -> Model:
         return self.plant.model
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """``[machine] name`` and, for a built-in machine, its short name (``"crane"``): the
+        names its identified parameter files may carry."""
+        short = [k for k in BUILTIN if machine_path(k).resolve() == self.path.resolve()]
+        return (self.name, *short)
+
     def digest(self) -> str:
         """SHA-256 of the machine file and its URDF together: what a study's rows were run on."""
         import hashlib
