@@ -5,8 +5,9 @@ two stages, with the report files of the main job:
    forces by the regressor route (`mechanics`), before any simulation;
 2. valve flow coefficients per edge, effective bulk moduli and cylinder Coulomb friction (and
    optionally leakage) by output error from a log of positions, chamber pressures and valve
-   commands (`output_error`, multiple shooting through the simulation), the mechanics of stage
-   1 either fixed or refined jointly (the boom and payload masses): by default whichever
+   commands (`output_error`, multiple shooting through the simulation), each signal weighted by
+   its noise level against the model (`output_error.fit_noise_weighted`), the mechanics of
+   stage 1 either fixed or refined jointly (the boom and payload masses): by default whichever
    predicts held-out segments better, and the report says which.
 
 Validation is a free-run replay (single shooting): the identified plant starts from each
@@ -179,7 +180,7 @@ def identify_hydraulic(
     progress("identifying (output-error route)")
     seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     refine = refined_selectors(plant, stage1)
-    res, choice = _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations)
+    res, seg, choice = _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations)
     spec = oe.HydraulicParameters(res.names, reference=dict(spec.reference))
     if "body.payload.mass" in res.values and "payload_source" in conditions:
         conditions["payload_kg"] = res.values["body.payload.mass"]
@@ -291,7 +292,8 @@ def identify_hydraulic(
     return {
         "route": "output error",
         "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
-        f"trust-region least squares), {segment_time:g} s segments from measured states",
+        f"trust-region least squares), {segment_time:g} s segments from measured states, "
+        "each signal weighted by its noise level",
         "method_key": "output_error",
         "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),
@@ -313,6 +315,9 @@ def identify_hydraulic(
         "validation_fit_percent_nominal": fit_pct_nominal,
         "validation_rmse_segments": validation_segments,  # short-horizon: restarts per segment
         "segment_time_s": segment_time,
+        # each signal's residual scale (SI): its RMS residual in a first fit, i.e. its noise
+        # level against the model (maximum likelihood with unknown noise variances)
+        "residual_scales": dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
         "samples": int(len(pred["t"])),
         "plots": plots,
     }
@@ -336,7 +341,10 @@ _residuals = eqx.filter_jit(oe.residuals)  # one compiled program per spec and s
 
 
 def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
-    """The output-error fit with the mechanics fixed at stage 1 or refined jointly.
+    """The output-error fit with the mechanics fixed at stage 1 or refined jointly, each
+    signal weighted by its own noise level (`output_error.fit_noise_weighted`: a first fit with
+    the signals' spreads as scales, whose residual RMS per signal become the scales of the
+    fits that follow). Returns the fit, the segments with their scales, and the choice.
 
     ``"auto"`` chooses by interleaved cross-validation over the segments: both variants are
     fitted on three of every four segments, and each predicts the held-out fourth from its
@@ -345,9 +353,11 @@ def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
     winner is then refitted on every segment from its cross-validated estimate."""
     spec_r = oe.HydraulicParameters(spec.names + refine, reference=dict(spec.reference))
     if mechanics == "fixed" or not refine:
-        return oe.fit(plant, spec, seg, max_evaluations=max_evaluations), {"choice": "fixed"}
+        res, seg_w = oe.fit_noise_weighted(plant, spec, seg, max_evaluations=max_evaluations)
+        return res, seg_w, {"choice": "fixed"}
     if mechanics == "refined":
-        return oe.fit(plant, spec_r, seg, max_evaluations=max_evaluations), {"choice": "refined"}
+        res, seg_w = oe.fit_noise_weighted(plant, spec_r, seg, max_evaluations=max_evaluations)
+        return res, seg_w, {"choice": "refined"}
     k = np.arange(seg.ts.shape[0])
     held = k % HELD_OUT == HELD_OUT - 1
     if held.sum() < 1 or (~held).sum() < 2:
@@ -355,8 +365,11 @@ def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
             f"--mechanics auto: needs at least {HELD_OUT} segments to hold one out; the fit "
             f"span has {k.size}: a longer --window, or --mechanics fixed"
         )
-    train, test = _masked(seg, ~held), _masked(seg, held)
-    fixed = oe.fit(plant, spec, train, max_evaluations=max_evaluations)
+    fixed, train = oe.fit_noise_weighted(
+        plant, spec, _masked(seg, ~held), max_evaluations=max_evaluations
+    )
+    seg = oe.with_scales(seg, np.asarray(train.scale))
+    test = _masked(seg, held)
     th0 = np.concatenate([fixed.theta, np.zeros(len(refine))])
     refined = oe.fit(plant, spec_r, train, theta0=th0, max_evaluations=max_evaluations)
     cost = {
@@ -366,7 +379,7 @@ def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
     choice = min(cost, key=cost.get)
     best, s_best = (fixed, spec) if choice == "fixed" else (refined, spec_r)
     res = oe.fit(plant, s_best, seg, theta0=best.theta, max_evaluations=max_evaluations)
-    return res, {
+    report = {
         "choice": choice,
         "held_out_cost": cost,
         "held_out_segments": int(held.sum()),
@@ -374,6 +387,7 @@ def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
         "how": f"interleaved cross-validation: fitted on 3 of every {HELD_OUT} segments, "
         "scored on the held-out ones",
     }
+    return res, seg, report
 
 
 def _nominal_for(machine: Machine, log: Log) -> HydraulicPlant:

@@ -504,6 +504,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
         ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
         ("segment-time", args.segment_time is None or 0 < args.segment_time < float("inf"),
          "a duration > 0 s"),
+        ("cpu-devices", args.cpu_devices is None or args.cpu_devices >= 1, "an integer >= 1"),
     ):  # fmt: skip
         if not ok:
             value = getattr(args, name.replace("-", "_"))
@@ -514,9 +515,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             raise SystemExit(f"jaxmb identify: no such log file {str(p)!r}")
     out = Path(args.out)
     _check_writable(out)  # made once every input has passed its checks
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+    _setup_devices(args)
     from jaxmb.identification.identify import identify
 
     terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
@@ -582,7 +581,7 @@ def _setup_devices(args: argparse.Namespace) -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    if args.coordinator or args.distributed:
+    if getattr(args, "coordinator", None) or getattr(args, "distributed", False):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         if args.coordinator:
             if args.num_processes is None or args.process_id is None:
@@ -865,6 +864,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="hydraulic route: the mechanics of stage 1 (regressor route) kept fixed in the "
         "output-error fit, refined jointly (boom and payload masses), or (default) whichever "
         "predicts held-out segments better",
+    )
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="split the CPU into this many XLA devices, which share the output error's "
+        "segments (default: one per core)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=identify_cmd)

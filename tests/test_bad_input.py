@@ -406,6 +406,10 @@ def test_cli_accepts_negative_numbers_as_values():
         ),
         (["identify", "nope.csv", "--model", "arm"], "no such log file 'nope.csv'"),
         (
+            ["identify", "log.csv", "--model", "crane", "--cpu-devices", "0"],
+            "--cpu-devices: expected an integer >= 1, got 0",
+        ),
+        (
             ["identify", "log.csv", "--model", "crane", "--segment-time", "-1"],
             "--segment-time: expected a duration > 0 s",
         ),

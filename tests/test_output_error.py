@@ -206,3 +206,56 @@ def test_lugre_coulomb_levels_by_output_error():
         print(f"  {n}: err {100 * err:+.1f} %, std {100 * res.std[n] / truth[n]:.1f} %")
         assert abs(err) < 0.15, (n, err)
     assert res.cost < res.cost0
+
+
+_SHARDED = """
+import sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+from jaxmb.identification.hydraulic_route import log_columns
+from jaxmb.identification.logs import read_log
+from jaxmb.identification.output_error import make_segments, residuals_and_jacobian
+from jaxmb.identification.output_error import HydraulicParameters
+from jaxmb.models.crane import lift_tilt_crane_plant
+log, out, payload, theta, names = sys.argv[1:]
+assert len(jax.local_devices()) == 2
+plant = lift_tilt_crane_plant(full=True, payload=float(payload))
+seg = make_segments(plant, log_columns(read_log(log)), t_start=1.0, t_end=2.5)
+spec = HydraulicParameters(names.split(","))
+theta = jnp.asarray([float(x) for x in theta.split(",")])
+r, J = residuals_and_jacobian(theta, plant, spec, seg)
+np.savez(out, r=r, J=J)
+"""
+
+
+def test_segments_shared_over_devices_give_the_same_residuals_and_jacobian(
+    nominal, excitation, tmp_path
+):
+    """With two XLA devices (what the CLI makes of a 2-core CPU) each device simulates its
+    share of the segments (`output_error.per_device`, `jax.shard_map`); three segments are
+    padded to four with one that weighs nothing. Residuals and Jacobian equal the one-device
+    run's to round-off."""
+    import os
+    import subprocess
+    import sys
+
+    spec = HydraulicParameters(VALVES[:4] + BETAS[:1])
+    theta = np.random.default_rng(2).uniform(-0.1, 0.1, len(spec))
+    seg = make_segments(nominal, excitation[0], t_start=1.0, t_end=2.5)
+    assert seg.ts.shape[0] == 3
+    r, J = residuals_and_jacobian(jnp.asarray(theta), nominal, spec, seg)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    out = tmp_path / "sharded.npz"
+    argv = [sys.executable, "-c", _SHARDED, str(DATA / "synthetic_crane_excitation.parquet"),
+            str(out), str(excitation[1]["conditions"]["payload_kg"]),
+            ",".join(repr(float(x)) for x in theta), ",".join(spec.names)]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = np.load(out)
+    assert got["r"].shape == r.shape and got["J"].shape == J.shape
+    assert np.abs(np.asarray(J)).max() > 0
+    np.testing.assert_allclose(got["r"], r, rtol=0, atol=1e-9 * np.abs(r).max())
+    np.testing.assert_allclose(got["J"], J, rtol=0, atol=1e-9 * np.abs(J).max())
