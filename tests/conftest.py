@@ -41,6 +41,7 @@ def _free_compiled_code():
 # instead of one waiting minutes for the other's last heavy module.
 _LONGEST_FIRST = (
     "test_machine_vdc.py",
+    "test_identify_main.py",
     "test_urdf_robots.py",
     "test_crane_tuning.py",
     "test_montecarlo.py",
@@ -52,7 +53,6 @@ _LONGEST_FIRST = (
     "test_pinocchio.py",
     "test_simulate_states.py",
     "test_projection.py",
-    "test_identify_main.py",
     "test_robust_control.py",
 )
 

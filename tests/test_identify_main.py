@@ -99,17 +99,16 @@ def _without_payload(src, dst, window=None):
 
 
 def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
-    """Issue 27's user case: the crane carrying 60 kg that its logs do not mention. Stage 1
-    finds the payload with the booms from the pressure forces; stage 2 the hydraulics by output
-    error; a free-run replay of a held-out log validates (10 s of the 40 s fit log and 5 s of
-    the 20 s validation log keep the test short)."""
-    from jaxmb.identification.logs import read_log, write_log
-
-    val = tmp_path / "val.parquet"
-    write_log(val, read_log(CRANE / "synthetic_crane_payload_validation.parquet").window(1.0, 6.0))
+    """Issue 27's user case, with the defaults: the crane carrying 60 kg that its 40 s log
+    does not mention. Stage 1 finds the payload with the booms from the pressure forces; stage
+    2 the hydraulics by output error; the free-run replay of the whole 20 s validation log
+    validates. Issue 27 point 4: payload within 3 %, valves within 1 %, bulk moduli within
+    5 %, Coulomb friction within 10 %, every signal's free-run RMSE within 1.5x of the true
+    plant's replay of the same noisy log (about 4 minutes on the 2-core CI machine)."""
+    val = CRANE / "synthetic_crane_payload_validation.parquet"
     out = tmp_path / "crane"
     argv = ["identify", str(CRANE / "synthetic_crane_payload_excitation.parquet"), "--model",
-            "crane", "--window", "2,12", "--validate", str(val), "--out", str(out), "--quiet"]  # fmt: skip
+            "crane", "--validate", str(val), "--out", str(out), "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
@@ -121,11 +120,12 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     assert payload["not_determined"] == ["com_z"]  # out of the crane's plane
     assert summary["conditions"]["payload_source"] == "identified"
     # issue 27 point 4: valves within 1 %, bulk moduli within 5 %, Coulomb friction within
-    # 15 % (the true static-to-Coulomb ratio differs from the file's, which the fit keeps)
+    # 10 % (measured 8 % and 1 %; the true static-to-Coulomb ratio differs from the file's,
+    # which the fit keeps)
     for name, value in est.items():
         if name.startswith("body."):  # the mechanics refined jointly, if cross-validation chose
             continue
-        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.15}[name.split(".")[0]]
+        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
     mech = summary["mechanics"]
     assert mech["converged"] and "L.mcz" in mech["determined_by_prior"]
@@ -136,18 +136,18 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     assert rows[0].startswith("parameter,value,std,ci95_low,ci95_high,nominal,from_log")
     # each signal weighted by its noise level against the model (the pilot fit's residual RMS):
     # at least the synthetic sensors' noise, 0.3 bar and an encoder count of 2 pi / 2^17 (1.4e-5
-    # rad std), plus the start states' and the pilot's errors (measured 5e-5 and 9e-5 rad), far
+    # rad std), plus the start states' and the pilot's errors (measured 6e-5 and 7e-5 rad), far
     # below the signals' spreads (0.05-0.2 rad, 10-70 bar) that weighed them before
     scales = summary["residual_scales"]
     for c in ("q1", "q2"):
         assert 1.4e-5 < scales[c] < 2e-4, (c, scales[c])
     for c in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
         assert 0.28e5 < scales[c] < 0.5e5, (c, scales[c])
-    # validation is a free-run replay of the 5 s log from its first sample: pressures within
-    # 1.5x of the true plant's replay of the same noisy log (0.3 bar noise); angles, which
-    # integrate the flow errors left (leakage is not fitted by default) and the gravity load's
-    # (README), drift a fifth of the nominal's and at most 3x the true plant's (measured 1.7x and
-    # 2.6x; 9x and 4x with residuals weighted by the signals' spreads)
+    # validation is a free-run replay of the 20 s log from its first sample: every signal
+    # within 1.5x of the true plant's replay of the same noisy log (0.3 bar pressure noise, an
+    # encoder count of 4.8e-5 rad; measured 0.74x and 1.00x for the angles, 1.01-1.09x for the
+    # pressures; on 10 s of log the angles came out 1.7x and 2.6x: they integrate every flow
+    # error, and a valve's flow goes with the root of the load it holds, README)
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
     from jaxmb.models.machine import load_machine
@@ -157,13 +157,15 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
            if k.split(".")[0] in ("valve", "cylinder", "friction") and v > 0}  # fmt: skip
     true_plant = apply_hydraulics(crane.plant, {"hydraulics": hyd})
     floor = oe.predict(true_plant, log_columns(crane.read_log(val)), mode="free", stride=1)
-    v = summary["validation_rmse"]["val"]
-    v0 = summary["validation_rmse_nominal"]["val"]
-    for p in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
-        assert v[p] <= 1.5 * floor["rmse"][p], p
+    v = summary["validation_rmse"][val.stem]
+    v0 = summary["validation_rmse_nominal"][val.stem]
+    print(
+        "\nfree run / true plant's: " + ", ".join(f"{c} {v[c] / floor['rmse'][c]:.2f}" for c in v)
+    )
+    for c in ("q1", "q2", "p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
+        assert v[c] <= 1.5 * floor["rmse"][c], (c, v[c], floor["rmse"][c])
     for c in ("q1", "q2"):
-        assert v[c] < 0.2 * v0[c], c
-        assert v[c] <= 3.0 * floor["rmse"][c], (c, v[c], floor["rmse"][c])
+        assert v[c] < 0.1 * v0[c], c
     # the identified plant drives the crane simulation (here replaying the log's commands)
     sim = tmp_path / "sim"
     argv = ["simulate", "--machine", "crane", "--params", str(out / "params.json"),
