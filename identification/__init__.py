@@ -6,9 +6,11 @@ differentiation, decimation), `regressor` (drive and friction terms, base parame
 `least_squares` (OLS/WLS and statistics), `consistent` (log-Cholesky physically consistent
 fits), `rigid` (the regressor route), `output_error` and `hydraulic_route` (hydraulic
 parameters by multiple shooting), `excitation` (optimal Fourier trajectories), `identify` (the
-`jaxmb identify` workflow), `params_file` (identified parameters as a file)."""
+`jaxmb identify` workflow), `params_file` (identified parameters as a file), `drift` (a free
+run's expected drift from the parameters' uncertainty)."""
 
 from . import consistent as consistent
+from . import drift as drift
 from . import excitation as excitation
 from . import least_squares as least_squares
 from . import logs as logs

@@ -28,9 +28,10 @@ What is implemented, and what is not:
   overrides it). That weighting converges from far away but is not maximum likelihood: an
   encoder's noise is ~1e-4 of its signal's spread, a pressure sensor's ~1e-2, so the angles,
   which pin the flow most directly, weigh ~100x too little. `fit_noise_weighted` therefore
-  refits with each signal scaled by its own residual RMS from the first fit (the ML estimate of
-  its noise level, start-state errors included; Ljung 1999, ch. 7: maximum likelihood with
-  unknown noise variances), which is what a free-run replay's drift rewards.
+  scales each signal by its own residual RMS (the ML estimate of its noise level, start-state
+  errors included; Ljung 1999, ch. 7: maximum likelihood with unknown noise variances),
+  alternating fits and rescaling until the two agree, which is what a free-run replay's drift
+  rewards.
 - Integration: classical RK4 with a fixed 1 ms step (``dt``), differentiated in forward mode
   (`diffrax.ForwardMode`, `jax.jacfwd`): the Jacobian is then the exact derivative of the
   discrete solution, with no adjoint error (the reverse-mode pitfall of adaptive solves at
@@ -82,6 +83,7 @@ __all__ = [
     "residual_scales",
     "with_scales",
     "fit_noise_weighted",
+    "free_run_segment",
     "predict",
 ]
 
@@ -610,7 +612,10 @@ def with_scales(segments: Segments, scales: Float[np.ndarray, " c"]) -> Segments
     return eqx.tree_at(lambda s: s.scale, segments, jnp.asarray(sc))
 
 
-_PILOT_TOL = 1e-3  # relative tolerances of `fit_noise_weighted`'s first fit
+_PILOT_TOL = 1e-3  # relative tolerances of `fit_noise_weighted`'s pilot fits
+# the scales have settled when every signal's residual RMS is within this of its scale
+_SCALE_TOL = 0.1
+_MAX_PILOTS = 4
 
 
 def fit_noise_weighted(
@@ -622,19 +627,51 @@ def fit_noise_weighted(
     max_evaluations: int = 40,
     dt: float = 1e-3,
 ) -> tuple[OutputErrorResult, Segments]:
-    """`fit` with ``segments``' own scales, then again from that estimate with every signal
-    scaled by its residual RMS (`residual_scales`; module docstring). The first fit is a pilot:
-    it stops once a step lowers the cost by less than 1e-3 of it (``ftol``), which fixes the
-    scales to ~1e-3 and leaves the second fit a few steps (on a 60 s crane log the two take
-    11 evaluations, 12 with the pilot run to the final tolerance, and reach the same
-    optimum). Returns the second fit and the segments with the scales it used."""
-    first = fit(
-        plant, spec, segments, theta0=theta0, max_evaluations=max_evaluations, dt=dt,
-        xtol=_PILOT_TOL, ftol=_PILOT_TOL,
-    )  # fmt: skip
-    weighted = with_scales(segments, residual_scales(first, segments))
-    res = fit(plant, spec, weighted, theta0=first.theta, max_evaluations=max_evaluations, dt=dt)
+    """`fit` with every signal scaled by its own residual RMS (`residual_scales`; module
+    docstring): maximum likelihood with unknown noise variances, by alternating the fit and
+    the variances until they agree.
+
+    Pilot fits, each stopped once a step lowers the cost by less than 1e-3 of it (``ftol``),
+    start from ``segments``' own scales; after each, every signal is rescaled by its residual
+    RMS, until each RMS is within 10 % of the scale it was fitted with (at most four pilots);
+    then the fit to the final tolerance from there. One rescaling is not enough: under the
+    spreads' scales a precise signal (a 10 um telescope encoder) holds so little of the cost
+    that the first pilot stops long before that signal's residual reaches its noise (on the
+    knuckle's 40 s log the telescope's RMS came out 10x its final value, so it weighed 100x
+    too little in the fit). Returns the fit and the segments with the scales it used."""
+    weighted, theta = segments, theta0
+    for _ in range(_MAX_PILOTS):
+        pilot = fit(
+            plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt,
+            xtol=_PILOT_TOL, ftol=_PILOT_TOL,
+        )  # fmt: skip
+        theta, old = pilot.theta, np.asarray(weighted.scale)
+        weighted = with_scales(weighted, residual_scales(pilot, weighted))
+        if np.all(np.abs(np.log(np.asarray(weighted.scale) / old)) < np.log1p(_SCALE_TOL)):
+            break
+    res = fit(plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt)
     return res, weighted
+
+
+def free_run_segment(
+    plant: HydraulicPlant,
+    log: Mapping[str, np.ndarray],
+    *,
+    stride: int = 1,
+    t_start: float | None = None,
+    t_end: float | None = None,
+    dt: float = 1e-3,
+) -> Segments:
+    """The whole log (or ``t_start`` .. ``t_end``) as one segment from its measured first
+    state: what a free-run replay (single shooting) simulates, every ``stride``-th sample."""
+    t = np.asarray(log["t"], float)
+    lo = 0 if t_start is None else int(np.searchsorted(t, t_start - 1e-9))
+    hi = t.size - 1 if t_end is None else int(np.searchsorted(t, t_end + 1e-9)) - 1
+    hi = lo + ((hi - lo) // stride) * stride
+    return make_segments(
+        plant, log, segment_time=float(t[hi] - t[lo]), stride=stride, t_start=float(t[lo]),
+        t_end=float(t[hi]), dt=dt,
+    )  # fmt: skip
 
 
 @eqx.filter_jit
@@ -665,15 +702,12 @@ def predict(
     if mode not in ("segments", "free"):
         raise ValueError(f"predict: mode must be 'segments' or 'free', got {mode!r}")
     if mode == "free":
-        t = np.asarray(log["t"], float)
-        lo = 0 if t_start is None else int(np.searchsorted(t, t_start - 1e-9))
-        hi = t.size - 1 if t_end is None else int(np.searchsorted(t, t_end + 1e-9)) - 1
-        hi = lo + ((hi - lo) // stride) * stride
-        segment_time = float(t[hi] - t[lo])
-        t_start, t_end = float(t[lo]), float(t[hi])
-    seg = make_segments(
-        plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end, dt=dt
-    )
+        seg = free_run_segment(plant, log, stride=stride, t_start=t_start, t_end=t_end, dt=dt)
+    else:
+        seg = make_segments(
+            plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end,
+            dt=dt,
+        )  # fmt: skip
     y = np.asarray(_segments_jit(plant, seg, dt))
     keep = np.asarray(seg.weights) > 0
     meas = np.asarray(seg.targets)[keep]

@@ -565,6 +565,10 @@ def identify_cmd(args: argparse.Namespace) -> int:
     print("fit RMSE: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["fit_rmse"].items()))
     for name, rm in summary["validation_rmse"].items():
         print(f"validation RMSE on {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
+        if name in summary.get("validation_rmse_expected", {}):
+            ex = summary["validation_rmse_expected"][name]
+            print("  expected from the noise and the parameters' std: "
+                  + ", ".join(f"{k} {v:.4g}" for k, v in ex.items()))  # fmt: skip
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
 

@@ -15,7 +15,7 @@ What it does (deterministic for a given seed), for any machine file:
    tolerances, and adds sensor effects (encoders of 2^17 counts/rev or 10 um for prismatic
    joints, pressure noise 0.3 bar with 16-bit quantisation over 0..250 bar).
 4. Writes the log in the machine's own column names and units (its ``[log]`` table), so the
-   logs also test that mapping: ``<name>_excitation`` (20 s), ``<name>_validation`` (10 s),
+   logs also test that mapping: ``<name>_excitation`` (40 s), ``<name>_validation`` (20 s),
    their sidecars (the payload is a known condition) and ``<name>_truth.json``.
 """
 
@@ -165,7 +165,7 @@ def main(argv=None) -> None:
         "provenance": {"generator": "scripts/make_machine_logs.py", "seed": args.seed},
     }  # fmt: skip
     (out / f"{name}_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
-    for k, (stem, t_end, amplitude) in enumerate((("excitation", 20.0, 0.25), ("validation", 10.0, 0.2))):  # fmt: skip
+    for k, (stem, t_end, amplitude) in enumerate((("excitation", 40.0, 0.25), ("validation", 20.0, 0.2))):  # fmt: skip
         rng_k = np.random.default_rng([args.seed, k])
         tr, u = experiment(plant, rng_k, t_end, limits, amplitude, 0.4)
         events = {e: int(v["count"]) for e, v in (tr.events or {}).items() if int(v["count"])}
