@@ -6,13 +6,17 @@ replayed signal at time ``t`` by ``G(t) delta theta`` to first order, with ``G =
 the sensitivity of the replay (forward mode through the same RK4 run as the replay). With the
 fit's covariance ``Sigma`` of theta (`output_error.fit`), the replay's standard deviation is
 
-    sigma_y(t)^2 = G(t) Sigma G(t)^T                      (the delta method)
+    sigma_y(t)^2 = G(t) Sigma G(t)^T      (the delta method; Ljung 1999, ch. 9)
 
 and a replay of a log whose sensor noise has RMS ``s`` is expected to show an RMSE of about
 ``sqrt(s^2 + mean_t sigma_y(t)^2)``. That is the drift the log's information allows: when the
 measured replay stays within it, the model is as good as the identification log can make it,
 and only a longer or richer log narrows it. The covariance is stage 2's, conditional on the
-mechanics it holds fixed."""
+mechanics it holds fixed.
+
+The sensitivity's forward pass also computes the replay itself, which the caller has already
+simulated (`output_error.predict`); the second run costs one replay and keeps the two
+functions independent."""
 
 from __future__ import annotations
 

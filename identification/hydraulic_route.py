@@ -329,8 +329,9 @@ def identify_hydraulic(
             k: {c: v["expected_rmse"] for c, v in e.items()} for k, e in expected.items()
         },
         "segment_time_s": segment_time,
-        # each signal's residual scale (SI): its RMS residual in a first fit, i.e. its noise
-        # level against the model (maximum likelihood with unknown noise variances)
+        # each signal's residual scale (SI): its RMS residual once pilots and rescaling
+        # agree, i.e. its noise level against the model (maximum likelihood with unknown
+        # noise variances)
         "residual_scales": dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
         "samples": int(len(pred["t"])),
         "plots": plots,
@@ -356,9 +357,9 @@ _residuals = eqx.filter_jit(oe.residuals)  # one compiled program per spec and s
 
 def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
     """The output-error fit with the mechanics fixed at stage 1 or refined jointly, each
-    signal weighted by its own noise level (`output_error.fit_noise_weighted`: a first fit with
-    the signals' spreads as scales, whose residual RMS per signal become the scales of the
-    fits that follow). Returns the fit, the segments with their scales, and the choice.
+    signal weighted by its own noise level (`output_error.fit_noise_weighted`: pilot fits
+    alternate with rescaling each signal by its residual RMS until the two agree, then the
+    fit). Returns the fit, the segments with their scales, and the choice.
 
     ``"auto"`` chooses by interleaved cross-validation over the segments: both variants are
     fitted on three of every four segments, and each predicts the held-out fourth from its
