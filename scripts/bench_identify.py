@@ -139,8 +139,8 @@ def output_error_route():
         f"{st1.payload_mass:.2f} kg (true {mk.PAYLOAD:g}, std {st1.payload_mass_std:.2f})"
     )
     print(
-        f"   stage 2 (output error, {len(spec)} parameters; a pilot fit, then the noise-weighted "
-        f"one): {s2:.1f} s, the second {res.n_evaluations} evaluations, cost {res.cost0:.4g} -> "
+        f"   stage 2 (output error, {len(spec)} parameters; pilots and rescaling until they agree, then the "
+        f"fit): {s2:.1f} s, the second {res.n_evaluations} evaluations, cost {res.cost0:.4g} -> "
         f"{res.cost:.4g}"
     )
     print(f"   both stages after compilation: {s1 + s2:.1f} s (goal 60 s)")  # fmt: skip
