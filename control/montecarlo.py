@@ -22,13 +22,24 @@ Running the same study on the same ``DIR`` again skips the samples already writt
 interrupted study resumes from its last complete chunk, and a larger ``samples`` extends it.
 ``DIR/study.json`` records the study; a different study in the same ``DIR`` is refused.
 
+Provenance. Each chunk file carries, in its Parquet metadata, a hash of the configuration it ran
+(``study.json``'s study, parameter names and lanes) and a hash of its sampled parameter values.
+A resume checks every chunk before it runs anything: a chunk of another configuration (say a
+study restarted with another seed after ``study.json`` was deleted), or whose parameter columns
+are not the values the configuration draws for its samples, is refused with a message that says
+how to start afresh, so that rows of two configurations never mix. A chunk that cannot be read,
+lacks its hashes or whose columns no longer match its own hash is corrupted: it is removed and
+its samples are recomputed, with a line on stderr that names it.
+
 Launching on several devices or machines: see the README (Monte Carlo).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +52,15 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmb.model import failures_as_nan
 
-__all__ = ["chunk_runner", "run_study", "read_results", "completed_samples"]
+__all__ = [
+    "chunk_runner",
+    "run_study",
+    "read_results",
+    "completed_samples",
+    "check_chunks",
+    "config_hash",
+    "values_hash",
+]
 
 CHUNK_DIR = "chunks"
 
@@ -126,6 +145,78 @@ def _table(indices, out: dict, names: tuple[str, ...]) -> pa.Table:
     return pa.table(cols)
 
 
+# Parquet metadata keys of a chunk's provenance
+CONFIG_KEY, VALUES_KEY = b"jaxmb.config_sha256", b"jaxmb.values_sha256"
+
+
+def config_hash(manifest: dict) -> str:
+    """sha256 of what a chunk's rows depend on: the study's description, its parameter names
+    and the lanes (``samples`` is left out: a larger study extends a smaller one)."""
+    key = {k: manifest[k] for k in ("study", "parameters", "lanes")}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def values_hash(indices, values) -> str:
+    """sha256 of sample indices and their parameter values (int64 and float64 bytes)."""
+    h = hashlib.sha256(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def _chunk_values(table: pa.Table, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(table["sample"], dtype=np.int64)
+    v = np.stack([np.asarray(table[n], dtype=float) for n in names], axis=1) if names else None
+    return s, np.zeros((s.shape[0], 0)) if v is None else v
+
+
+def check_chunks(out: Path, study, manifest: dict, *, log=None) -> np.ndarray:
+    """Check every chunk in ``out/chunks`` against ``manifest`` and ``study`` (module
+    docstring) and return the samples the sound ones hold (sorted): refuse another
+    configuration's chunk (ValueError); drop a corrupted one, so that its samples run again,
+    say so on ``log`` (default stderr) and remove it (process 0; every process reaches the same
+    verdict from the same bytes)."""
+    lead = jax.process_index() == 0
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True) if lead else None)
+    want = config_hash(manifest)
+    names = tuple(study.parameter_names)
+    afresh = f"remove {out} (or pass another --out) to start afresh"
+    done = []
+    for path in sorted((Path(out) / CHUNK_DIR).glob("part-*.parquet")):
+        try:
+            table = pq.read_table(path)
+            meta = table.schema.metadata or {}
+            s, v = _chunk_values(table, names)
+            stored = meta[VALUES_KEY].decode()
+            config = meta[CONFIG_KEY].decode()
+        except Exception as err:  # unreadable, truncated, columns or hashes missing
+            log(f"montecarlo: {path}: corrupted ({type(err).__name__}: {err}); recomputing it")
+            _remove(path, lead)
+            continue
+        if values_hash(s, v) != stored:
+            log(f"montecarlo: {path}: its parameter columns do not match its own hash "
+                "(corrupted); recomputing it")  # fmt: skip
+            _remove(path, lead)
+            continue
+        if config != want:
+            raise ValueError(
+                f"{path}: was run under another configuration (config hash {config[:12]}, this "
+                f"study's is {want[:12]}); its rows must not mix with this study's: {afresh}"
+            )
+        if values_hash(s, study.values(s)) != stored:
+            raise ValueError(
+                f"{path}: its sampled parameters are not the values this configuration draws "
+                f"for samples {int(s.min())}..{int(s.max())}; its rows must not mix with this "
+                f"study's: {afresh}"
+            )
+        done.append(s)
+    return np.unique(np.concatenate(done)) if done else np.zeros(0, dtype=np.int64)
+
+
+def _remove(path: Path, lead: bool) -> None:
+    if lead:
+        path.unlink(missing_ok=True)
+
+
 def completed_samples(out: Path) -> np.ndarray:
     """Indices of the samples already written in ``out/chunks`` (sorted)."""
     done = [
@@ -135,8 +226,15 @@ def completed_samples(out: Path) -> np.ndarray:
     return np.unique(np.concatenate(done)) if done else np.zeros(0, dtype=np.int64)
 
 
-def _write_chunk(out: Path, table: pa.Table, start: int, stop: int) -> None:
+def _write_chunk(
+    out: Path, table: pa.Table, start: int, stop: int, config: str, names: tuple[str, ...]
+) -> None:
     path = Path(out) / CHUNK_DIR / f"part-{start:09d}-{stop:09d}.parquet"
+    meta = {
+        CONFIG_KEY: config.encode(),
+        VALUES_KEY: values_hash(*_chunk_values(table, names)).encode(),
+    }
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     tmp = path.with_suffix(".tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, path)  # a chunk file exists complete or not at all
@@ -206,10 +304,10 @@ def run_study(
         "lanes": lanes,
     }
     _check_manifest(out, manifest)
+    done = set(check_chunks(out, study, manifest).tolist())  # before anything compiles
     if lead:
         (out / CHUNK_DIR).mkdir(parents=True, exist_ok=True)
         (out / "study.json").write_text(json.dumps(manifest, indent=1))
-    done = set(completed_samples(out).tolist())
     todo = [i for i in range(samples) if i not in done]
     run, granule = chunk_runner(study, controller, lanes=lanes)
     size = -(-min(chunk, max(len(todo), 1)) // granule) * granule
@@ -232,8 +330,9 @@ def run_study(
             if lead:
                 rows = {key: v[: part.shape[0]] for key, v in result.items()}
                 _write_chunk(
-                    out, _table(part, rows, study.parameter_names), int(part[0]), int(part[-1]) + 1
-                )
+                    out, _table(part, rows, study.parameter_names), int(part[0]),
+                    int(part[-1]) + 1, config_hash(manifest), tuple(study.parameter_names),
+                )  # fmt: skip
             ran += 1
             if bar is not None:
                 bar.update(part.shape[0])

@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -210,10 +211,11 @@ def test_same_results_over_chunks_devices_and_processes(arm, reference_run):
     _compare(pq.read_table(two / "results.parquet"), ref, exact=False)
 
 
-def test_a_killed_study_resumes_to_the_same_file(arm, reference_run):
+def test_a_killed_study_resumes_to_the_same_file(arm, reference_run, capsys):
     """SIGKILL once the first of three chunks is on disk; the same command again finishes
     it. Same device layout as the reference (one device, 2 lanes; the chunk size does not
-    matter), so the file is bitwise equal."""
+    matter), so the file is bitwise equal. A chunk truncated on disk before the resume is
+    recomputed, and the resume says so."""
     _, ref = reference_run
     cfg = small_arm_config(arm["tmp"])
     out = arm["tmp"] / "killed"
@@ -229,10 +231,15 @@ def test_a_killed_study_resumes_to_the_same_file(arm, reference_run):
     p.wait()
     p.stdout.close()
     assert not (out / "results.parquet").exists()
-    assert 1 <= len(list((out / "chunks").glob("part-*.parquet"))) < 3
+    parts = sorted((out / "chunks").glob("part-*.parquet"))
+    assert 1 <= len(parts) < 3
+    parts[0].write_bytes(parts[0].read_bytes()[:100])  # a disk that lost its tail
     from jaxmb.cli import main
 
+    capsys.readouterr()
     assert main([*args, "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"{parts[0]}: corrupted" in err and "recomputing it" in err, err
     final = pq.read_table(out / "results.parquet")
     _compare(final, ref, exact=True)
     # the report of the resumed study
@@ -244,6 +251,73 @@ def test_a_killed_study_resumes_to_the_same_file(arm, reference_run):
     assert summary["figures"]["rmse_theta"]["max"] == pytest.approx(
         np.nanmax(np.asarray(final["rmse_theta"], float))
     )
+
+
+def _rewrite(path: Path, edit, metadata=None):
+    """Rewrite chunk ``path`` with ``edit(table)``, its metadata ``metadata(table)`` or kept."""
+    table = pq.read_table(path)
+    new = edit(table)
+    meta = table.schema.metadata if metadata is None else metadata(new)
+    pq.write_table(new.replace_schema_metadata(meta), path)
+
+
+def test_a_resume_checks_every_chunk_against_the_configuration(arm, reference_run, tmp_path):
+    """No study mixes rows: chunks of another configuration, or holding parameter values the
+    configuration does not draw, are refused before anything compiles; a chunk whose columns
+    no longer match its own hash is dropped and recomputed (issue 29)."""
+    import shutil
+
+    from jaxmb.control import montecarlo as mc
+
+    ref, _ = reference_run
+    study, ctrl = arm["study"], arm["controller"]
+    kw = dict(samples=6, chunk=4, progress=False, lanes=arm["lanes"])
+
+    def fresh(name):
+        out = tmp_path / name
+        shutil.copytree(ref, out, ignore=shutil.ignore_patterns("results.parquet", "*.png"))
+        return out
+
+    # study.json deleted, then the study run again with another seed: the chunks remember
+    out = fresh("reseeded")
+    (out / "study.json").unlink()
+    other = {**arm["desc"], "study": {**arm["desc"]["study"], "seed": 99}}
+    with pytest.raises(ValueError, match=r"another configuration .* remove .* to start afresh"):
+        run_study(study, ctrl, out, description=other, **kw)
+    assert sorted(p.name for p in (out / "chunks").iterdir()) == sorted(
+        p.name for p in (ref / "chunks").iterdir()
+    )  # nothing removed
+
+    # the configuration's hash intact, but values it does not draw (hashed consistently)
+    out = fresh("tampered")
+    first = sorted((out / "chunks").glob("part-*.parquet"))[0]
+    name = study.parameter_names[0]
+
+    def bump(t):
+        i = t.column_names.index(name)
+        return t.set_column(i, name, pa.array(np.asarray(t[name]) * 1.5))
+
+    def rehash(t):
+        m = dict(t.schema.metadata)
+        m[mc.VALUES_KEY] = mc.values_hash(*mc._chunk_values(t, study.parameter_names)).encode()
+        return m
+
+    _rewrite(first, bump, rehash)
+    with pytest.raises(
+        ValueError, match=r"not the values this configuration draws for samples 0\.\.3"
+    ):
+        run_study(study, ctrl, out, description=arm["desc"], **kw)
+
+    # a column edited behind its hash's back: corrupted, dropped with a message, recomputed
+    out = fresh("edited")
+    first = sorted((out / "chunks").glob("part-*.parquet"))[0]
+    _rewrite(first, bump)
+    said = []
+    manifest = {"study": arm["desc"], "parameters": list(study.parameter_names),
+                "samples": 6, "lanes": arm["lanes"]}  # fmt: skip
+    done = mc.check_chunks(out, study, manifest, log=said.append)
+    assert done.tolist() == [4, 5] and not first.exists()
+    assert len(said) == 1 and f"{first}: its parameter columns do not match its own hash" in said[0]
 
 
 def test_report_plots(arm, reference_run):
