@@ -297,3 +297,36 @@ def test_segments_shared_over_devices_give_the_same_residuals_and_jacobian(
     assert np.abs(np.asarray(J)).max() > 0
     np.testing.assert_allclose(got["r"], r, rtol=0, atol=1e-9 * np.abs(r).max())
     np.testing.assert_allclose(got["J"], J, rtol=0, atol=1e-9 * np.abs(J).max())
+
+
+def test_start_states_are_recovered_from_the_samples_after_them(result, segments, excitation):
+    """`start_states`: targets made by the fitted plant itself (every sample of the first 0.1 s
+    after each segment's start, from the measured start states), the start states then moved
+    off by about ten times their measurement error: the estimator brings them back (positions
+    to 1e-8 rad, velocities to 1e-6 rad/s, pressures to 0.1 Pa) in its four damped
+    Gauss-Newton steps."""
+    import equinox as eqx
+
+    from jaxmb.identification.output_error import simulate_segments
+    from jaxmb.identification.start_states import estimate_start_states, head_segments
+
+    plant = result.plant
+    heads = head_segments(plant, excitation[0], segments)
+    assert heads.ts.shape == (segments.ts.shape[0], 101)
+    np.testing.assert_array_equal(heads.ts[:, 0], segments.ts[:, 0])
+    np.testing.assert_allclose(np.diff(np.asarray(heads.ts), axis=1), 1e-3, rtol=1e-6)
+    y = simulate_segments(plant, heads)
+    K, n = segments.q0.shape
+    y = y.at[:, 0].set(jnp.concatenate([segments.q0, segments.p0.reshape(K, -1)], 1))
+    clean = eqx.tree_at(lambda s: s.targets, heads, y)
+    rng = np.random.default_rng(2)
+    moved = eqx.tree_at(
+        lambda s: (s.q0, s.qd0, s.p0), segments,
+        (segments.q0 + rng.normal(0, 3e-4, (K, n)), segments.qd0 + rng.normal(0, 5e-3, (K, n)),
+         segments.p0 + rng.normal(0, 1e5, segments.p0.shape)),
+    )  # fmt: skip
+    got = estimate_start_states(plant, clean, moved)
+    np.testing.assert_allclose(got.q0, segments.q0, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(got.qd0, segments.qd0, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got.p0, segments.p0, rtol=0, atol=0.1)
+    np.testing.assert_array_equal(got.targets, moved.targets)  # only the start states change
