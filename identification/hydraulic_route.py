@@ -4,11 +4,13 @@ two stages, with the report files of the main job:
 1. the mechanics (booms, cylinder bodies, payload) and cylinder friction from the pressure
    forces by the regressor route (`mechanics`), before any simulation;
 2. valve flow coefficients per edge, effective bulk moduli and cylinder Coulomb friction (and
-   optionally leakage) by output error from a log of positions, chamber pressures and valve
+   internal leakage) by output error from a log of positions, chamber pressures and valve
    commands (`output_error`, multiple shooting through the simulation), each signal weighted by
-   its noise level against the model (`output_error.fit_noise_weighted`), the mechanics of
-   stage 1 either fixed or refined jointly (the boom and payload masses): by default whichever
-   predicts held-out segments better, and the report says which.
+   its noise level against the model (`output_error.fit_noise_weighted`), each segment's start
+   state estimated from the samples just after it (`start_states`), the mechanics of stage 1
+   either fixed or refined jointly (the boom and payload masses) and internal leakage fitted or
+   not: by default whichever predicts held-out segments better (`model_choice`), and the
+   report says which.
 
 Validation is a free-run replay (single shooting): the identified plant starts from each
 validation log's measured initial state and integrates the whole log, driven by its logged
@@ -31,8 +33,9 @@ from jaxmb.hydraulics import StribeckFriction
 from jaxmb.models.machine import Machine, check_reach
 from jaxmb.plant import HydraulicPlant
 
-from . import drift, params_file, report
+from . import drift, params_file, report, start_states
 from . import mechanics as mech
+from . import model_choice as choice
 from . import output_error as oe
 from .logs import Log, schema_for
 
@@ -45,11 +48,6 @@ __all__ = [
 ]
 
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
-MECHANICS = ("auto", "fixed", "refined")
-HELD_OUT = 4  # every 4th segment is held out when choosing between fixed and refined mechanics
-
-
-LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
 
 
 def hydraulic_selectors(
@@ -142,19 +140,20 @@ def identify_hydraulic(
     window: tuple[float, float] | None = None,
     segment_time: float = 0.5,
     friction: bool = True,
-    leakage: bool = False,
+    leakage: str = "auto",
     max_evaluations: int = 20,
     prior_weight: float | None = None,
     mechanics: str = "auto",
 ) -> dict:
     """Stage 1 (`mechanics.identify_mechanics`) on ``log_path`` (within ``window`` if given),
-    then `hydraulic_selectors` by multiple-shooting output error from there, the mechanics
-    ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) or, by default,
-    whichever predicts held-out segments better (`_choose_mechanics`); validate by free-run
+    then `hydraulic_selectors` by multiple-shooting output error from there, every segment's
+    start state estimated from the samples just after it (`start_states`), the mechanics
+    ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) and the
+    leakage ``"none"`` or ``"fitted"``, by default whichever predicts held-out segments better
+    (`model_choice.choose_and_fit`); validate by free-run
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries."""
-    if mechanics not in MECHANICS:
-        raise ValueError(f"--mechanics: expected one of {MECHANICS}, got {mechanics!r}")
+    choice.check_choices(mechanics=mechanics, leakage=leakage)
     plant = machine.plant
     required = required_signals(plant)
     # every log is read and checked before anything compiles
@@ -175,15 +174,17 @@ def identify_hydraulic(
     conditions = {} if known is None else {"payload_kg": float(known)}
     if machine.payload is not None and known is None:
         conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
-    names = hydraulic_selectors(plant, friction=friction, leakage=leakage)
-    spec = oe.HydraulicParameters(
-        names, reference={n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
-    )
     progress("identifying (output-error route)")
     seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
-    refine = refined_selectors(plant, stage1)
-    res, seg, choice = _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations)
-    spec = oe.HydraulicParameters(res.names, reference=dict(spec.reference))
+    heads = start_states.head_segments(plant, cols, seg)
+    base = hydraulic_selectors(plant, friction=friction)
+    leaks = tuple(
+        n for n in hydraulic_selectors(plant, friction=False, leakage=True) if n not in base
+    )
+    res, spec, seg, choices = choice.choose_and_fit(
+        plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
+        mechanics=mechanics, leakage=leakage, max_evaluations=max_evaluations,
+    )  # fmt: skip
     if "body.payload.mass" in res.values and "payload_source" in conditions:
         conditions["payload_kg"] = res.values["body.payload.mass"]
     pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
@@ -311,7 +312,8 @@ def identify_hydraulic(
         "evaluations": res.n_evaluations,
         "conditions": conditions,
         "payload": _payload_summary(stage1, res),
-        "mechanics": {**mechanics_summary, "stage2": choice},
+        "mechanics": {**mechanics_summary, "stage2": choices["mechanics"]},
+        "leakage": choices["leakage"],
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
         "validation": "free-run replay of the logged commands from the measured initial state",
@@ -344,65 +346,6 @@ def refined_selectors(plant: HydraulicPlant, stage1: mech.MechanicsEstimate) -> 
     cylinder_bodies = {f"{a}_{k}" for a in plant.actuator_names for k in ("tube", "rod")}
     out = [b for b in stage1.fitted_bodies if b not in cylinder_bodies]
     return tuple(f"body.{b}.mass" for b in out)
-
-
-def _masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
-    """``seg`` with only the segments ``keep`` in its residual (same shapes: same compile)."""
-    w = np.asarray(seg.weights) * keep[:, None]
-    return eqx.tree_at(lambda s: s.weights, seg, jnp.asarray(w))
-
-
-_residuals = eqx.filter_jit(oe.residuals)  # one compiled program per spec and segment shapes
-
-
-def _choose_mechanics(plant, spec, refine, seg, mechanics, max_evaluations):
-    """The output-error fit with the mechanics fixed at stage 1 or refined jointly, each
-    signal weighted by its own noise level (`output_error.fit_noise_weighted`: pilot fits
-    alternate with rescaling each signal by its residual RMS until the two agree, then the
-    fit). Returns the fit, the segments with their scales, and the choice.
-
-    ``"auto"`` chooses by interleaved cross-validation over the segments: both variants are
-    fitted on three of every four segments, and each predicts the held-out fourth from its
-    measured start states; the lower held-out cost wins (the refined fit has more parameters,
-    so its fit cost is always lower; only held-out data say whether they predict better). The
-    winner is then refitted on every segment from its cross-validated estimate."""
-    spec_r = oe.HydraulicParameters(spec.names + refine, reference=dict(spec.reference))
-    if mechanics == "fixed" or not refine:
-        res, seg_w = oe.fit_noise_weighted(plant, spec, seg, max_evaluations=max_evaluations)
-        return res, seg_w, {"choice": "fixed"}
-    if mechanics == "refined":
-        res, seg_w = oe.fit_noise_weighted(plant, spec_r, seg, max_evaluations=max_evaluations)
-        return res, seg_w, {"choice": "refined"}
-    k = np.arange(seg.ts.shape[0])
-    held = k % HELD_OUT == HELD_OUT - 1
-    if held.sum() < 1 or (~held).sum() < 2:
-        raise ValueError(
-            f"--mechanics auto: needs at least {HELD_OUT} segments to hold one out; the fit "
-            f"span has {k.size}: a longer --window, or --mechanics fixed"
-        )
-    fixed, train = oe.fit_noise_weighted(
-        plant, spec, _masked(seg, ~held), max_evaluations=max_evaluations
-    )
-    seg = oe.with_scales(seg, np.asarray(train.scale))
-    test = _masked(seg, held)
-    th0 = np.concatenate([fixed.theta, np.zeros(len(refine))])
-    refined = oe.fit(plant, spec_r, train, theta0=th0, max_evaluations=max_evaluations)
-    cost = {
-        name: 0.5 * float(np.sum(np.asarray(_residuals(jnp.asarray(r.theta), plant, s, test)) ** 2))
-        for name, r, s in (("fixed", fixed, spec), ("refined", refined, spec_r))
-    }
-    choice = min(cost, key=cost.get)
-    best, s_best = (fixed, spec) if choice == "fixed" else (refined, spec_r)
-    res = oe.fit(plant, s_best, seg, theta0=best.theta, max_evaluations=max_evaluations)
-    report = {
-        "choice": choice,
-        "held_out_cost": cost,
-        "held_out_segments": int(held.sum()),
-        "refined_parameters": list(refine),
-        "how": f"interleaved cross-validation: fitted on 3 of every {HELD_OUT} segments, "
-        "scored on the held-out ones",
-    }
-    return res, seg, report
 
 
 def _nominal_for(machine: Machine, log: Log) -> HydraulicPlant:

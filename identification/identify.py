@@ -208,7 +208,7 @@ def identify(
     prior_weight: float | None = None,
     window: tuple[float, float] | None = None,
     drives=None,
-    leakage: bool = False,
+    leakage: str | None = None,
     mechanics: str = "auto",
     segment_time: float | None = None,
     show_progress: bool = True,
@@ -228,7 +228,7 @@ def identify(
         progress("loading the model")
         name, m, route = resolve_model(model)
         if route == "rigid":
-            given = {"--leakage": leakage, "--segment-time": segment_time is not None}
+            given = {"--leakage": leakage is not None, "--segment-time": segment_time is not None}
             if any(given.values()):
                 raise ValueError(
                     f"{', '.join(k for k, v in given.items() if v)}: only for a hydraulic "
@@ -247,7 +247,7 @@ def identify(
             from .hydraulic_route import identify_hydraulic
 
             summary = identify_hydraulic(
-                name, m, log_path, out, validate, progress, window=window, leakage=leakage,
+                name, m, log_path, out, validate, progress, window=window, leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics,
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip

@@ -849,9 +849,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--leakage",
-        action="store_true",
-        help="hydraulic route: also fit each cylinder's internal leakage (often too small to be "
-        "determined; the report flags it then)",
+        nargs="?",
+        choices=["auto", "none", "fitted"],
+        const="fitted",
+        default=None,
+        help="hydraulic route: fit each cylinder's internal leakage (fitted; --leakage alone), "
+        "leave it at the file's value (none), or (default: auto) whichever predicts held-out "
+        "segments better",
     )
     p.add_argument(
         "--segment-time",

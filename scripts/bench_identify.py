@@ -111,22 +111,27 @@ def output_error_route():
     cols = mk.sensor_columns(rng, true, tr, u)
     # stage 1: the mechanics (booms, cylinder bodies, payload not told) from the pressures
     from jaxmb.identification.mechanics import identify_mechanics
+    from jaxmb.identification.model_choice import choose_and_fit
+    from jaxmb.identification.start_states import head_segments
     from jaxmb.models.machine import load_machine
 
     log = Log(cols["t"], {k: v for k, v in cols.items() if k != "t"}, {})
     crane = load_machine("crane")
 
     def both_stages():
-        """What `jaxmb identify --mechanics fixed` computes: stage 1, then the output-error fit
-        of the default selectors from stage 1's plant, weighted by each signal's noise (two
-        fits: `output_error.fit_noise_weighted`)."""
+        """What `jaxmb identify --mechanics fixed --leakage none` computes: stage 1, then the
+        output-error fit of the default selectors from stage 1's plant, weighted by each
+        signal's noise, the segments' start states estimated after each pilot
+        (`model_choice.choose_and_fit` with nothing to choose)."""
         t0 = time.perf_counter()
         st1 = identify_mechanics(crane, log)
         t1 = time.perf_counter()
         plant = _plant_for(crane, log, st1)
-        spec = oe.HydraulicParameters(hydraulic_selectors(plant))
         seg = oe.make_segments(plant, cols)
-        res, seg = oe.fit_noise_weighted(plant, spec, seg, max_evaluations=20)
+        heads = head_segments(plant, cols, seg)
+        res, spec, seg, _ = choose_and_fit(
+            plant, hydraulic_selectors(plant), (), (), seg, heads=heads, max_evaluations=20
+        )
         return st1, plant, spec, seg, res, t1 - t0, time.perf_counter() - t1
 
     t0 = time.perf_counter()
@@ -139,8 +144,8 @@ def output_error_route():
         f"{st1.payload_mass:.2f} kg (true {mk.PAYLOAD:g}, std {st1.payload_mass_std:.2f})"
     )
     print(
-        f"   stage 2 (output error, {len(spec)} parameters; pilots and rescaling until they agree, then the "
-        f"fit): {s2:.1f} s, the second {res.n_evaluations} evaluations, cost {res.cost0:.4g} -> "
+        f"   stage 2 (output error, {len(spec)} parameters; pilots, rescaling and start states until "
+        f"they agree, then the fit): {s2:.1f} s, the second {res.n_evaluations} evaluations, cost {res.cost0:.4g} -> "
         f"{res.cost:.4g}"
     )
     print(f"   both stages after compilation: {s1 + s2:.1f} s (goal 60 s)")  # fmt: skip

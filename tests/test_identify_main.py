@@ -104,7 +104,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     2 the hydraulics by output error; the free-run replay of the whole 20 s validation log
     validates. Issue 27 point 4: payload within 3 %, valves within 1 %, bulk moduli within
     5 %, Coulomb friction within 10 %, every signal's free-run RMSE within 1.5x of the true
-    plant's replay of the same noisy log (about 4 minutes on the 2-core CI machine)."""
+    plant's replay of the same noisy log (about 7 minutes on the 2-core CI machine)."""
     val = CRANE / "synthetic_crane_payload_validation.parquet"
     out = tmp_path / "crane"
     argv = ["identify", str(CRANE / "synthetic_crane_payload_excitation.parquet"), "--model",
@@ -123,10 +123,18 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     # 10 % (measured 7.6 % and 0.6 %; the true static-to-Coulomb ratio differs from the file's,
     # which the fit keeps)
     for name, value in est.items():
-        if name.startswith("body."):  # the mechanics refined jointly, if cross-validation chose
+        if name.startswith("body.") or name.endswith(".c_int"):  # below
             continue
         tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
         assert value == pytest.approx(truth[name], rel=tol), name
+    # the crane's true plant leaks internally (2e-14 m^3/(s Pa)): held-out segments choose to
+    # fit the leakage (cost 2831 against 2854 without). The tilt's comes out within 10 % (6 %
+    # measured); the lift's, which its motion hardly reveals, is flagged poorly identified
+    leak = summary["leakage"]
+    assert leak["choice"] == "fitted" == min(leak["held_out_cost"], key=leak["held_out_cost"].get)
+    for name in leak["leakage_parameters"]:
+        ok = est[name] == pytest.approx(truth[name], rel=0.10)
+        assert ok or name in summary["poorly_identified"], (name, est[name])
     mech = summary["mechanics"]
     assert mech["converged"] and "L.mcz" in mech["determined_by_prior"]
     stage2 = mech["stage2"]  # fixed or refined: whichever predicted held-out segments better
@@ -146,7 +154,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
         assert 0.28e5 < scales[c] < 0.5e5, (c, scales[c])
     # validation is a free-run replay of the 20 s log from its first sample: every signal
     # within 1.5x of the true plant's replay of the same noisy log (0.3 bar pressure noise, an
-    # encoder count of 4.8e-5 rad; measured 0.67x and 1.31x for the angles, 1.01-1.09x for the
+    # encoder count of 4.8e-5 rad; measured 0.94x and 1.29x for the angles, 1.01-1.09x for the
     # pressures; on 10 s of log the angles came out 1.7x and 2.6x: they integrate every flow
     # error, and a valve's flow goes with the root of the load it holds, README)
     from jaxmb.identification import output_error as oe
@@ -168,11 +176,15 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     for c in ("q1", "q2"):
         assert v[c] < 0.1 * v0[c], c
     # and what the replay should show, from the noise and the parameters' covariance
-    # (`drift`): the crane's replay drifts no more than that (measured 0.90-1.24x)
+    # (`drift`): the pressures are at it (measured 0.98-1.08x). The angles' expectation leaves
+    # out the error of the replay's measured start velocity: the true plant's own replay is
+    # 1.96x (q1) and 1.21x (q2) of it, the identified plant's 1.85x and 1.56x
     expected = summary["validation_rmse_expected"][val.stem]
     drift = summary["validation_drift_std"][val.stem]
     for c in v:
-        assert 0 < drift[c] < expected[c] and v[c] <= 1.5 * expected[c], (c, v[c], expected[c])
+        assert 0 < drift[c] < expected[c], (c, drift[c], expected[c])
+        if c.startswith("p_"):
+            assert v[c] <= 1.5 * expected[c], (c, v[c], expected[c])
     # the identified plant drives the crane simulation (here replaying the log's commands)
     sim = tmp_path / "sim"
     argv = ["simulate", "--machine", "crane", "--params", str(out / "params.json"),
@@ -222,6 +234,8 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         str(out),
         "--mechanics",
         "fixed",
+        "--leakage",
+        "none",
         "--quiet",
     ]  # fmt: skip  (auto: the crane test)
     assert cli.main(argv) == 0

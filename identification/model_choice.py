@@ -1,0 +1,157 @@
+r"""Which parameters the output error fits, chosen from the log: internal leakage or not, the
+mechanics of stage 1 fixed or refined, each by interleaved cross-validation over the
+multiple-shooting segments.
+
+A richer parameter set always lowers the fit's own cost, so only segments the fit did not see
+say whether it predicts better (Ljung 1999, sec. 16.5: cross-validation for model structure).
+Both choices matter in practice and go either way:
+
+- Internal leakage (``cylinder.<a>.c_int``). The crane's true plant leaks (2e-14 m^3/(s Pa),
+  about 1 mm of piston drift over 20 s); without a leakage term its valve edges absorb the flow
+  and its tilt angle's free run drifted 4.3x the true plant's (stage 2 from estimated start
+  states), with one 0.71x. The knuckle does not leak; a leakage fitted there came out at
+  6e-15 m^3/(s Pa) on the fold, 3.6 standard deviations off its true 0, and that fold drifted
+  2.2x. A log-space leakage cannot reach 0, so "none" is a structure of its own.
+- The mechanics: stage 1's masses fixed, or the booms' and payload's masses refined jointly.
+
+Three of every ``HELD_OUT`` segments are fitted, the fourth scored from the same start states;
+leakage is chosen first (with the mechanics the cheaper way), then the mechanics, and the
+winner is refitted on every segment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmb.plant import HydraulicPlant
+
+from . import output_error as oe
+from .start_states import estimate_start_states
+
+__all__ = ["CHOICES", "HELD_OUT", "LEAKAGE_REFERENCE", "check_choices", "choose_and_fit"]
+
+CHOICES = {"mechanics": ("auto", "fixed", "refined"), "leakage": ("auto", "none", "fitted")}
+HELD_OUT = 4  # every 4th segment is held out when choosing a structure
+LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
+
+
+def _masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
+    """``seg`` with only the segments ``keep`` in its residual (same shapes: same compile)."""
+    w = np.asarray(seg.weights) * keep[:, None]
+    return eqx.tree_at(lambda s: s.weights, seg, jnp.asarray(w))
+
+
+_residuals = eqx.filter_jit(oe.residuals)  # one compiled program per spec and segment shapes
+
+
+def _spec(names: Sequence[str]) -> oe.HydraulicParameters:
+    ref = {n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
+    return oe.HydraulicParameters(tuple(names), reference=ref)
+
+
+def _extend(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> np.ndarray:
+    """``res``'s estimate as a start for ``spec`` (a superset): new parameters at their
+    references (theta 0)."""
+    th = dict(zip(res.names, np.asarray(res.theta).tolist(), strict=True))
+    return np.array([th.get(n, 0.0) for n in spec.names])
+
+
+def check_choices(**given: str) -> None:
+    """Refuse a ``--mechanics`` or ``--leakage`` that is none of `CHOICES` (before any fit)."""
+    for key, value in given.items():
+        if value not in CHOICES[key]:
+            raise ValueError(f"--{key}: expected one of {CHOICES[key]}, got {value!r}")
+
+
+def choose_and_fit(
+    plant: HydraulicPlant,
+    base: Sequence[str],
+    leaks: Sequence[str],
+    refine: Sequence[str],
+    seg: oe.Segments,
+    *,
+    heads: oe.Segments | None = None,
+    mechanics: str = "auto",
+    leakage: str = "auto",
+    max_evaluations: int = 20,
+) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, oe.Segments, dict]:
+    """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks`` and the masses
+    ``refine``; each signal weighted by its noise level (`output_error.fit_noise_weighted`),
+    every segment's start state estimated from ``heads`` when given
+    (`start_states.estimate_start_states`). ``mechanics`` and ``leakage`` are "auto" (module
+    docstring) or force a choice. Returns the fit, its parameters, the segments with their
+    scales and start states, and the report of each choice."""
+    check_choices(mechanics=mechanics, leakage=leakage)
+    leak_opts = {"auto": (False, True), "none": (False,), "fitted": (True,)}[leakage]
+    mech_opts = {"auto": (False, True), "fixed": (False,), "refined": (True,)}[mechanics]
+    leak_opts, mech_opts = (leak_opts if leaks else (False,)), (mech_opts if refine else (False,))
+
+    def spec_of(leaky: bool, refined: bool) -> oe.HydraulicParameters:
+        return _spec(
+            tuple(base) + (tuple(leaks) if leaky else ()) + (tuple(refine) if refined else ())
+        )
+
+    def label(leaky: bool, refined: bool) -> dict:
+        return {
+            "leakage": "fitted" if leaky else "none",
+            "mechanics": "refined" if refined else "fixed",
+        }
+
+    kw = dict(max_evaluations=max_evaluations)
+    if len(leak_opts) == 1 and len(mech_opts) == 1:
+        spec = spec_of(leak_opts[0], mech_opts[0])
+        res, seg = oe.fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
+        return (
+            res,
+            spec,
+            seg,
+            {k: {"choice": v} for k, v in label(leak_opts[0], mech_opts[0]).items()},
+        )
+    k = np.arange(seg.ts.shape[0])
+    held = k % HELD_OUT == HELD_OUT - 1
+    if held.sum() < 1 or (~held).sum() < 2:
+        raise ValueError(
+            f"--mechanics/--leakage auto: needs at least {HELD_OUT} segments to hold one out; "
+            f"the fit span has {k.size}: a longer --window, or --mechanics fixed --leakage none"
+        )
+    leaky, refined = leak_opts[0], mech_opts[0]
+    spec = spec_of(leaky, refined)
+    best, train = oe.fit_noise_weighted(plant, spec, _masked(seg, ~held), heads=heads, **kw)
+    # the pilots' scales and start states for every segment, the held-out ones included
+    seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
+    test = _masked(seg, held)
+
+    def held_out(r, s) -> float:
+        return 0.5 * float(
+            np.sum(np.asarray(_residuals(jnp.asarray(r.theta), plant, s, test)) ** 2)
+        )
+
+    how = (
+        f"interleaved cross-validation: fitted on {HELD_OUT - 1} of every {HELD_OUT} segments, "
+        "scored on the held-out ones"
+    )
+    report = {}
+    for key, opts in (("leakage", leak_opts), ("mechanics", mech_opts)):
+        if len(opts) == 1:
+            report[key] = {"choice": label(leaky, refined)[key]}
+            continue
+        alt = (True, refined) if key == "leakage" else (leaky, True)
+        s_alt = spec_of(*alt)
+        r_alt = oe.fit(plant, s_alt, train, theta0=_extend(best, s_alt), **kw)
+        cost = {
+            label(leaky, refined)[key]: held_out(best, spec),
+            label(*alt)[key]: held_out(r_alt, s_alt),
+        }
+        report[key] = {"choice": min(cost, key=cost.get), "held_out_cost": cost, "how": how,
+                       "held_out_segments": int(held.sum())}  # fmt: skip
+        if report[key]["choice"] == label(*alt)[key]:
+            (leaky, refined), spec, best = alt, s_alt, r_alt
+    report["mechanics"]["refined_parameters"] = list(refine)
+    report["leakage"]["leakage_parameters"] = list(leaks)
+    if heads is not None:  # the start states for the chosen structure's estimate
+        seg = estimate_start_states(oe.plant_with(jnp.asarray(best.theta), plant, spec), heads, seg)
+    res = oe.fit(plant, spec, seg, theta0=best.theta, **kw)
+    return res, spec, seg, report
