@@ -164,9 +164,6 @@ def crane_cmd(args: argparse.Namespace) -> int:
     else:
         table = None
         what = "VDC closed loop on the A-B-C-D task"
-    print(
-        f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {args.payload:g} kg -> {out}/"
-    )
     plant = None
     if args.params is not None:
         from jaxmb.identification.hydraulic_route import apply_hydraulics
@@ -182,6 +179,13 @@ def crane_cmd(args: argparse.Namespace) -> int:
                 )
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
+    payload = args.payload  # the run's: the option's, else the parameter file's if it has one
+    if plant is not None and "payload" in plant.model.body_names:
+        payload = float(plant.model.bodies[plant.model.body_names.index("payload")].mass)
+    print(
+        f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {payload:g} kg -> {out}/"
+    )
+    if args.params is not None:
         print(f"plant and controller model: hydraulic parameters from {args.params}")
     if gains is not None:
         print(f"VDC gains from {args.gains}: {gains}")
@@ -192,7 +196,7 @@ def crane_cmd(args: argparse.Namespace) -> int:
         commands=table,
         t_final=t_final,
         dt_save=args.dt_save,
-        payload=args.payload,
+        payload=payload,
         progress=not args.quiet,
         plots=not args.no_plots,
     )
