@@ -299,8 +299,8 @@ def identify_hydraulic(
     return {
         "route": "output error",
         "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
-        f"trust-region least squares), {segment_time:g} s segments from measured states, "
-        "each signal weighted by its noise level",
+        f"trust-region least squares), {segment_time:g} s segments, each from the state "
+        "fitted to the samples just after its start, each signal weighted by its noise level",
         "method_key": "output_error",
         "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),

@@ -9,7 +9,7 @@ Both choices matter in practice and go either way:
 - Internal leakage (``cylinder.<a>.c_int``). The crane's true plant leaks (2e-14 m^3/(s Pa),
   about 1 mm of piston drift over 20 s); without a leakage term its valve edges absorb the flow
   and its tilt angle's free run drifted 4.3x the true plant's (stage 2 from estimated start
-  states), with one 0.71x. The knuckle does not leak; a leakage fitted there came out at
+  states), with a leakage fitted 0.71x. The knuckle does not leak; a leakage fitted there came out at
   6e-15 m^3/(s Pa) on the fold, 3.6 standard deviations off its true 0, and that fold drifted
   2.2x. A log-space leakage cannot reach 0, so "none" is a structure of its own.
 - The mechanics: stage 1's masses fixed, or the booms' and payload's masses refined jointly.
