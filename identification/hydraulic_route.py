@@ -215,6 +215,10 @@ def identify_hydraulic(
         series[f"validation_{stem}"] = free
         series[f"validation_{stem}_nominal"] = free0
     progress("writing the report")
+    report.refuse_non_finite(res.values, "the identified parameters")
+    report.refuse_non_finite(res.std, "the identified parameters' std")
+    for stem, r in validation.items():
+        report.refuse_non_finite(r, f"the free-run replay of {stem}")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
     file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in spec.names}

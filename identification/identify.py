@@ -137,8 +137,12 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
     progress("writing the report")
-    out.mkdir(parents=True, exist_ok=True)
     fit = res.fit
+    report.refuse_non_finite(
+        dict(zip(res.base.expressions(), np.stack([fit.theta, fit.std], axis=1), strict=True)),
+        "the identified base parameters",
+    )
+    out.mkdir(parents=True, exist_ok=True)
     ci = fit.interval(0.95)
     rows = [
         {

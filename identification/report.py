@@ -12,6 +12,18 @@ import numpy as np
 __all__ = ["write_table", "torque_plots", "series_plots"]
 
 
+def refuse_non_finite(values: Mapping[str, float], what: str) -> None:
+    """Raise ValueError, before anything is written, where an estimate came out NaN or inf.
+    The commands trace their programs with run-time checks that give NaN instead of raising
+    (`jaxmb.model.failures_as_nan`), so this is where such a failure surfaces, by name."""
+    bad = [k for k, v in values.items() if not np.isfinite(np.asarray(v, dtype=float)).all()]
+    if bad:
+        raise ValueError(
+            f"{what} came out NaN or inf for {', '.join(bad)} (a run left the model's domain or "
+            "a solve failed); nothing written"
+        )
+
+
 def write_table(path, rows: Sequence[Mapping]) -> Path:
     """A CSV with one row per mapping (the keys of the first row as header)."""
     path = Path(path)

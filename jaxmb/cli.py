@@ -455,6 +455,13 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     _check_out(out)
     print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
     tr = run_scenario(sc, dt_save=args.dt_save, progress=not args.quiet)
+    if not bool(tr.success):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(tr.q)).all(axis=1))
+        at = f" after t = {float(tr.t[bad[0] - 1]):.4g} s" if bad.size and bad[0] > 0 else ""
+        raise SystemExit(
+            f"jaxmb simulate: the solver failed{at} (max_steps exhausted, or the state left the "
+            f"arm's domain); nothing written to {out}"
+        )
     summary = write_report(sc, tr, out, plots=not args.no_plots)
     names = summary["coordinates"]
     print(
@@ -974,7 +981,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.dt_save is None:
             args.dt_save = 0.001 if crane else 0.01
-    return args.func(args)
+    # compiled programs persist across runs (jaxmb.compile_cache); they hold no host
+    # callback for that, so run-time checks give NaN and each command raises from the status
+    from jaxmb import compile_cache
+    from jaxmb.model import failures_as_nan
+
+    compile_cache.enable()
+    with failures_as_nan():
+        return args.func(args)
 
 
 if __name__ == "__main__":

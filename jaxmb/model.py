@@ -60,39 +60,77 @@ def _tol(x) -> float:
     return 1e-9 if jnp.asarray(x).dtype == jnp.float64 else 1e-6
 
 
-_FAILURES_AS_NAN = [False]
+def _trace_mode_state():
+    """A JAX configuration state that is part of every jit cache key (JAX's own mechanism for
+    ``jax_enable_x64`` and friends), so that a function traced inside `failures_as_nan` and the
+    same function traced outside are two compiled programs, side by side, and neither context
+    has to clear JAX's caches. None where this JAX lacks the (internal) constructor: the
+    contexts then clear the caches instead."""
+    try:
+        from jax._src.config import bool_state
+    except ImportError:  # pragma: no cover - depends on the JAX release
+        return None
+    return bool_state(
+        "jaxmb_failures_as_nan",
+        False,
+        help="jaxmb: failed run-time checks give NaN (traced inside jaxmb.model.failures_as_nan)",
+        include_in_jit_key=True,
+        include_in_trace_context=True,
+    )
+
+
+_NAN_MODE = _trace_mode_state()
+_FAILURES_AS_NAN = [False]  # the fallback's flag
+
+
+def _failures_give_nan() -> bool:
+    return bool(_NAN_MODE.value) if _NAN_MODE is not None else _FAILURES_AS_NAN[0]
 
 
 @contextlib.contextmanager
 def failures_as_nan():
     """Within this context, functions *traced* here turn a failed run-time check (a state
     outside a coordinate map's domain, a Gamma that is not positive definite, a traced
-    parameter out of range) into NaN instead of raising.
+    parameter out of range) into NaN instead of raising, and so do equinox's and diffrax's own
+    checks (their ``error_if`` default); the caller reads the result's status instead
+    (``simulate(throw=False)``'s ``success``, a solver's result code) and raises after the call.
 
-    For batched studies: under `jax.vmap` an `equinox.error_if` raises for the whole batch
-    when one element fails, so a Monte Carlo study traces its samples under this context;
-    a NaN then makes the adaptive solver reject steps until it fails, and
-    ``simulate(throw=False)`` reports ``success = False`` for that sample alone.
+    Two reasons. Batched studies: under `jax.vmap` an `equinox.error_if` raises for the whole
+    batch when one element fails; a NaN makes the adaptive solver reject steps until it fails,
+    and ``simulate(throw=False)`` reports ``success = False`` for that sample alone. And the
+    persistent compilation cache (`jaxmb.compile_cache`): a raising check is a host callback,
+    and JAX writes no program that holds one to the cache. The CLI runs every command in here.
 
-    The mode is read when a function is traced, and jitted inner functions (the public
-    dynamics functions) keep their traces, so entering and leaving the context clears JAX's
-    caches: what is compiled inside is recompiled outside, and the other way round."""
-    old = _FAILURES_AS_NAN[0]
-    if not old:
-        jax.clear_caches()
-    _FAILURES_AS_NAN[0] = True
+    The mode is part of JAX's jit cache key, so what is compiled inside and outside coexists."""
+    import equinox._errors as eqx_errors  # the trace-time default of equinox.error_if
+
+    old_eqx = getattr(eqx_errors, "EQX_ON_ERROR", None)
+    if old_eqx is not None:
+        eqx_errors.EQX_ON_ERROR = "nan"
     try:
-        yield
-    finally:
-        _FAILURES_AS_NAN[0] = old
+        if _NAN_MODE is not None:
+            with _NAN_MODE(True):
+                yield
+            return
+        old = _FAILURES_AS_NAN[0]
         if not old:
             jax.clear_caches()
+        _FAILURES_AS_NAN[0] = True
+        try:
+            yield
+        finally:
+            _FAILURES_AS_NAN[0] = old
+            if not old:
+                jax.clear_caches()
+    finally:
+        if old_eqx is not None:
+            eqx_errors.EQX_ON_ERROR = old_eqx
 
 
 def runtime_check(x, pred, msg: str):
     """``x``, checked at run time: raise ``msg`` (`equinox.error_if`) where ``pred`` holds,
     or return NaN there inside `failures_as_nan`."""
-    if _FAILURES_AS_NAN[0]:
+    if _failures_give_nan():
         return jax.tree.map(lambda v: jnp.where(pred, jnp.nan, v), x)
     return eqx.error_if(x, pred, msg)
 
@@ -124,7 +162,7 @@ def check_all_finite(fields: Mapping[str, Array]) -> tuple:
         return tuple(out)
     bad = jnp.stack([~jnp.isfinite(out[i]).all() for i in traced])
     xs = tuple(out[i] for i in traced)
-    if _FAILURES_AS_NAN[0]:
+    if _failures_give_nan():
         xs = jax.tree.map(lambda v: jnp.where(bad.any(), jnp.nan, v), xs)
     else:
         msgs = [f"{names[i]}: must be finite, got NaN or inf" for i in traced]

@@ -9,6 +9,13 @@ import hypothesis  # noqa: E402
 import pytest  # noqa: E402
 
 import jaxmb  # noqa: E402
+from jaxmb import compile_cache  # noqa: E402
+
+# the persistent compilation cache, as the CLI uses it (its folder, or $JAXMB_COMPILE_CACHE):
+# a program compiled once, by either pytest worker, by an earlier module (the caches are cleared
+# between modules, below) or an earlier run, is read back instead of compiled again. Programs
+# that hold a host callback (a raising run-time check) are compiled every time.
+compile_cache.enable()
 
 hypothesis.settings.register_profile(
     "jaxmb", deadline=None, max_examples=20, derandomize=True, print_blob=True

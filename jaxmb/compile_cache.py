@@ -1,0 +1,84 @@
+"""JAX's persistent compilation cache, where jaxmb's commands keep their compiled programs.
+
+A closed-loop crane simulation or an identification compiles for tens of seconds; the cache
+makes that a one-time cost per shape: the second run of a command with the same shapes loads
+its programs from disk. JAX writes no program that holds a host callback (a raising
+``equinox.error_if``, a progress meter) to the cache, so the commands trace their programs
+inside `jaxmb.model.failures_as_nan` and raise from the returned status instead.
+
+Where: ``$JAXMB_COMPILE_CACHE`` if set (a folder, or ``off`` to switch the cache off), else
+``$XDG_CACHE_HOME/jaxmb/xla`` (``~/.cache/jaxmb/xla``). Its size is bounded by
+``$JAXMB_COMPILE_CACHE_MAX_MB`` (default 2048): JAX evicts the least recently used programs.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache as _jax_cache
+
+__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable"]
+
+ENV = "JAXMB_COMPILE_CACHE"
+ENV_MAX_MB = "JAXMB_COMPILE_CACHE_MAX_MB"
+_OFF = ("off", "0", "false", "no", "none")
+# programs that compile faster than this are not worth a disk entry (nor the read back)
+MIN_COMPILE_TIME_S = 0.2
+
+
+def cache_dir(environ=os.environ) -> Path | None:
+    """The cache folder the environment asks for, or None where it switches the cache off."""
+    given = environ.get(ENV, "").strip()
+    if given.lower() in _OFF:
+        return None
+    if given:
+        return Path(given).expanduser()
+    base = environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    return Path(base) / "jaxmb" / "xla"
+
+
+def _max_bytes(environ) -> int:
+    raw = environ.get(ENV_MAX_MB, "2048").strip()
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"${ENV_MAX_MB}: expected a size in MB, got {raw!r}") from None
+    if not mb > 0:
+        raise ValueError(f"${ENV_MAX_MB}: expected a size > 0 MB, got {raw!r}")
+    return int(mb * 2**20)
+
+
+def enable(path: str | Path | None = None, *, environ=os.environ) -> Path | None:
+    """Point JAX's persistent compilation cache at ``path`` (default: `cache_dir`) and bound its
+    size; returns the folder, or None where the cache is off or its folder cannot be written
+    (a warning says so, and everything still runs, compiling as before)."""
+    folder = Path(path).expanduser() if path is not None else cache_dir(environ)
+    max_bytes = _max_bytes(environ)
+    if folder is None:
+        if jax.config.jax_compilation_cache_dir is not None:
+            jax.config.update("jax_compilation_cache_dir", None)
+            _jax_cache.reset_cache()
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".jaxmb-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        warnings.warn(
+            f"compilation cache {folder} cannot be written ({err.strerror}); compiling without "
+            f"it (set ${ENV} to another folder, or to 'off')",
+            stacklevel=2,
+        )
+        return None
+    if jax.config.jax_compilation_cache_dir != str(folder):
+        # JAX settles on its cache when it first compiles: a new folder needs a reset
+        jax.config.update("jax_compilation_cache_dir", str(folder))
+        _jax_cache.reset_cache()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    jax.config.update("jax_compilation_cache_max_size", max_bytes)
+    return folder
