@@ -134,18 +134,22 @@ def run_crane(
     plant = lift_tilt_crane_plant(payload=payload) if plant is None else plant
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
     gains = {**GAINS, **(gains or {})}
+    # quiet: one compiled program for the whole run; with the progress bar, `simulate` runs in
+    # chunks of one compiled program each and moves the bar between them (no host callback in
+    # a program: they are all written to the persistent compilation cache)
+    compiled = eqx.filter_jit if not progress else (lambda f: f)
     if commands is None:
         controller = crane_controller(plant, **gains)
-        tr = eqx.filter_jit(
-            lambda p, c: crane_closed_loop(p, c, ts, progress=progress, throw=False)
-        )(plant, controller)
+        tr = compiled(lambda p, c: crane_closed_loop(p, c, ts, progress=progress, throw=False))(
+            plant, controller
+        )
         control = control_series(controller, tr)
         extra = {"mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91)) on the A-B-C-D task",
                  "gains": gains}  # fmt: skip
     else:
-        tr = eqx.filter_jit(
-            lambda p: crane_replay(p, commands, ts, progress=progress, throw=False)
-        )(plant)
+        tr = compiled(lambda p: crane_replay(p, commands, ts, progress=progress, throw=False))(
+            plant
+        )
         control = None
         extra = {"mode": "open-loop replay of a command table"}
     extra.update({"payload_kg": payload, "rtol": RTOL, "atol": ATOL, "solver": "tsit5"})

@@ -95,7 +95,9 @@ def run_machine(
     controller = machine_controller(machine, plant, gains)
     t_final = machine.task.t_final if t_final is None else t_final
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
-    tr = eqx.filter_jit(lambda p, c: machine_closed_loop(p, c, ts, progress=progress, throw=False))(
+    # quiet: one compiled program; with the bar, `simulate`'s chunks (see control.crane_run)
+    compiled = eqx.filter_jit if not progress else (lambda f: f)
+    tr = compiled(lambda p, c: machine_closed_loop(p, c, ts, progress=progress, throw=False))(
         plant, controller
     )
     extra = {

@@ -138,10 +138,10 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
     progress("writing the report")
     fit = res.fit
-    report.refuse_non_finite(
-        dict(zip(res.base.expressions(), np.stack([fit.theta, fit.std], axis=1), strict=True)),
-        "the identified base parameters",
-    )
+    names = res.base.expressions()
+    report.refuse_non_finite(dict(zip(names, fit.theta, strict=True)), "the base parameters")
+    std = dict(zip(names, fit.std, strict=True))
+    report.refuse_non_finite(std, "the base parameters' std", allow_inf=True)
     out.mkdir(parents=True, exist_ok=True)
     ci = fit.interval(0.95)
     rows = [

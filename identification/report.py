@@ -12,15 +12,19 @@ import numpy as np
 __all__ = ["write_table", "torque_plots", "series_plots"]
 
 
-def refuse_non_finite(values: Mapping[str, float], what: str) -> None:
-    """Raise ValueError, before anything is written, where an estimate came out NaN or inf.
-    The commands trace their programs with run-time checks that give NaN instead of raising
+def refuse_non_finite(
+    values: Mapping[str, float | np.ndarray], what: str, *, allow_inf: bool = False
+) -> None:
+    """Raise ValueError, before anything is written, where an estimate came out NaN (or inf,
+    unless ``allow_inf``: a std of a direction the log does not determine). The commands trace
+    their programs with run-time checks that give NaN instead of raising
     (`jaxmb.model.failures_as_nan`), so this is where such a failure surfaces, by name."""
-    bad = [k for k, v in values.items() if not np.isfinite(np.asarray(v, dtype=float)).all()]
+    ok = (lambda a: ~np.isnan(a)) if allow_inf else np.isfinite
+    bad = [k for k, v in values.items() if not ok(np.asarray(v, dtype=float)).all()]
     if bad:
         raise ValueError(
-            f"{what} came out NaN or inf for {', '.join(bad)} (a run left the model's domain or "
-            "a solve failed); nothing written"
+            f"{what} came out {'NaN' if allow_inf else 'NaN or inf'} for {', '.join(bad)} (a run "
+            "left the model's domain or a solve failed); nothing written"
         )
 
 

@@ -602,7 +602,7 @@ def simulate(
         dt0,
         max_steps,
         throw,
-        diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
+        progress,
         adjoint or diffrax.RecursiveCheckpointAdjoint(),
     )
     if actuated or stateful:
@@ -640,26 +640,28 @@ def simulate(
         solver = ProjectedSolver(solve.solver, plant, correction)
         saveat = diffrax.SaveAt(ts=ts, fn=lambda t, y, args: solver.correct(y)[:2])
 
-    sol = solve(vector_field, (q0, qd0), ts, saveat, solver)
-    q, qd = sol.ys
-    # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there and
-    # mark them NaN, so that nothing downstream mistakes them for data (success is False too)
-    ok = jnp.isfinite(q).all(axis=1) & jnp.isfinite(qd).all(axis=1)
-    q_eval = jnp.where(ok[:, None], q, q0[None, :])
-    qd_eval = jnp.where(ok[:, None], qd, qd0[None, :])
-    u, (q_d, qd_d, _) = jax.vmap(loads)(sol.ts, q_eval, qd_eval)
-    u = jnp.where(ok[:, None], u, jnp.nan)
-    return Trajectory(
-        t=sol.ts,
-        q=q,
-        qd=qd,
-        u=u,
-        q_d=q_d,
-        qd_d=qd_d,
-        success=sol.result == diffrax.RESULTS.successful,
-        num_steps=sol.stats["num_accepted_steps"],
-        coordinate_names=plant.coordinate_names,
-    )
+    def trajectory(sol):
+        q, qd = sol.ys
+        # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there
+        # and mark them NaN, so that nothing downstream mistakes them for data (success False)
+        ok = jnp.isfinite(q).all(axis=1) & jnp.isfinite(qd).all(axis=1)
+        q_eval = jnp.where(ok[:, None], q, q0[None, :])
+        qd_eval = jnp.where(ok[:, None], qd, qd0[None, :])
+        u, (q_d, qd_d, _) = jax.vmap(loads)(sol.ts, q_eval, qd_eval)
+        u = jnp.where(ok[:, None], u, jnp.nan)
+        return Trajectory(
+            t=sol.ts,
+            q=q,
+            qd=qd,
+            u=u,
+            q_d=q_d,
+            qd_d=qd_d,
+            success=sol.result == diffrax.RESULTS.successful,
+            num_steps=sol.stats["num_accepted_steps"],
+            coordinate_names=plant.coordinate_names,
+        )
+
+    return solve.finish(trajectory, solve(vector_field, (q0, qd0), ts, saveat, solver))
 
 
 def _checked_times(ts):
@@ -706,13 +708,32 @@ class _Solve(NamedTuple):
     dt0: float | None
     max_steps: int
     throw: bool
-    meter: diffrax.AbstractProgressMeter
+    progress: bool
     adjoint: diffrax.AbstractAdjoint
 
+    def chunked(self, y0, ts) -> bool:
+        """Whether this solve runs in chunks with its progress bar drawn from Python: asked for
+        a bar, called outside any trace (`equinox`'s test: an op on a constant is a tracer
+        inside jit). Inside a trace the bar is diffrax's, a host callback in the program."""
+        if not self.progress:
+            return False
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((y0, ts)))
+        return not traced and not isinstance(jnp.array(1) + 1, jax.core.Tracer)
+
+    @staticmethod
+    def finish(trajectory, sol):
+        """``trajectory(sol)``: traced with the solve, or jitted on its own after a chunked
+        solve (which runs eagerly), so that it is one compiled program, not op by op."""
+        return jax.jit(trajectory)(sol) if isinstance(sol, _Chunks) else trajectory(sol)
+
     def __call__(self, vector_field, y0, ts, saveat, solver=None):
+        solver = self.solver if solver is None else solver
+        if self.chunked(y0, ts):
+            return _solve_in_chunks(self, vector_field, y0, ts, saveat.subs.fn, solver)
+        meter = diffrax.TqdmProgressMeter() if self.progress else diffrax.NoProgressMeter()
         return diffrax.diffeqsolve(
             diffrax.ODETerm(vector_field),
-            self.solver if solver is None else solver,
+            solver,
             t0=ts[0],
             t1=ts[-1],
             dt0=self.dt0,
@@ -721,9 +742,84 @@ class _Solve(NamedTuple):
             stepsize_controller=self.step_controller,
             max_steps=self.max_steps,
             throw=self.throw,
-            progress_meter=self.meter,
+            progress_meter=meter,
             adjoint=self.adjoint,
         )
+
+
+class _Chunks(NamedTuple):
+    """What `simulate` reads of a diffrax solution, for a solve run in chunks."""
+
+    ts: Array
+    ys: object
+    result: diffrax.RESULTS
+    stats: dict
+
+
+CHUNKS = 50  # a progress bar's steps: chunks of the save times, one compiled program for all
+
+
+def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Chunks:
+    """The solve as `CHUNKS` calls of one compiled program, each integrating the next run of
+    save times from where the last ended, with a progress bar that moves between calls.
+
+    Why: a progress meter inside the program is a host callback, and JAX writes no program
+    that holds one to its persistent compilation cache (`jaxmb.compile_cache`): the default,
+    progress-showing run would compile afresh every time. Each chunk starts its step-size
+    control afresh and ends exactly on its last save time, so the result agrees with the
+    single solve (``progress=False``) to the solver's tolerance, not bit for bit. The chunks
+    have equal lengths, the last one padded by repeating its final save time."""
+    from tqdm.auto import tqdm
+
+    t = np.asarray(ts)
+    n_int = t.shape[0] - 1
+    per = -(-n_int // min(CHUNKS, n_int))  # save intervals per chunk
+    k = -(-n_int // per)
+    idx = np.minimum(np.arange(k)[:, None] * per + np.arange(per + 1)[None, :], n_int)
+    opts = opts._replace(progress=False, throw=False)
+    bar = tqdm(total=float(t[-1] - t[0]), desc="simulate", unit="s", leave=False,
+               bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")  # fmt: skip
+    rows, steps, result, y = [], 0, diffrax.RESULTS.successful, y0
+    try:
+        for j in range(k):
+            ys, y_end, res, n = _chunk(opts, vector_field, save_fn, solver, y, ts[idx[j]])
+            rows.append(ys if j == 0 else jax.tree.map(lambda a: a[1:], ys))
+            steps += int(n)
+            bar.update(float(t[idx[j, -1]] - t[idx[j, 0]]))
+            if res != diffrax.RESULTS.successful:  # the rest stays inf, as diffrax leaves it
+                result = res
+                rest = n_int - int(idx[j, -1])
+                rows.append(
+                    jax.tree.map(lambda a, r=rest: jnp.full((r, *a.shape[1:]), jnp.inf), ys)
+                )
+                break
+            y = y_end
+    finally:
+        bar.close()
+    ys = jax.tree.map(lambda *a: jnp.concatenate(a)[: n_int + 1], *rows)
+    return _Chunks(ts, ys, result, {"num_accepted_steps": jnp.asarray(steps)})
+
+
+@eqx.filter_jit
+def _chunk(opts: _Solve, vector_field, save_fn, solver, y0, ts):
+    """One chunk of `_solve_in_chunks`: the saves at ``ts``, the state at ``ts[-1]``, the
+    result and the accepted steps."""
+    save = diffrax.SubSaveAt(ts=ts, fn=save_fn)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=opts.dt0,
+        y0=y0,
+        saveat=diffrax.SaveAt(subs=[save, diffrax.SubSaveAt(t1=True)]),
+        stepsize_controller=opts.step_controller,
+        max_steps=opts.max_steps,
+        throw=False,
+        adjoint=opts.adjoint,
+    )
+    ys, y_end = sol.ys
+    return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
 
 
 def _simulate_with_states(
@@ -801,39 +897,44 @@ def _simulate_with_states(
 
         saveat = diffrax.SaveAt(ts=ts, fn=corrected)
 
-    sol = solve(vector_field, (jax.tree.map(jnp.divide, yp0, scale), c0), ts, saveat, solver)
-    yp, c = sol.ys
-    yp = jax.tree.map(lambda x, sc: x * sc[None], yp, scale)  # saved rows: leading T axis
-    yd = as_dict(yp)
-    # rows after a failed solve (throw=False) hold inf: NaN their outputs (success is False)
-    finite = jax.tree.map(lambda x: jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1), (yp, c))
-    ok = jnp.stack(jax.tree.leaves(finite)).all(axis=0)
+    def trajectory(sol):
+        yp, c = sol.ys
+        yp = jax.tree.map(lambda x, sc: x * sc[None], yp, scale)  # saved rows: leading T axis
+        yd = as_dict(yp)
+        # rows after a failed solve (throw=False) hold inf: NaN their outputs (success is False)
+        finite = jax.tree.map(
+            lambda x: jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1), (yp, c)
+        )
+        ok = jnp.stack(jax.tree.leaves(finite)).all(axis=0)
 
-    def safe(x, x0):
-        return jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, x0)
+        def safe(x, x0):
+            return jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, x0)
 
-    yp_eval = jax.tree.map(safe, yp, jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), yp0))
-    c_eval = jax.tree.map(safe, c, c0) if stateful else c
-    u, _, (q_d, qd_d, _) = jax.vmap(command_at)(sol.ts, yp_eval, c_eval)
-    u = jnp.where(ok[:, None], u, jnp.nan)
-    signals = events = None
-    if actuated:
-        signals = jax.vmap(plant.signals)(yp_eval, u)
-        signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
-        if isinstance(plant, HydraulicPlant):
-            events = limit_events(plant, sol.ts, signals)
-    return Trajectory(
-        t=sol.ts,
-        q=yd["q"],
-        qd=yd["qd"],
-        u=u,
-        q_d=q_d,
-        qd_d=qd_d,
-        success=sol.result == diffrax.RESULTS.successful,
-        num_steps=sol.stats["num_accepted_steps"],
-        coordinate_names=plant.coordinate_names,
-        command_names=plant.command_names if actuated else (),
-        signals=signals,
-        events=events,
-        controller_state=c if stateful else None,
-    )
+        yp_eval = jax.tree.map(safe, yp, jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), yp0))
+        c_eval = jax.tree.map(safe, c, c0) if stateful else c
+        u, _, (q_d, qd_d, _) = jax.vmap(command_at)(sol.ts, yp_eval, c_eval)
+        u = jnp.where(ok[:, None], u, jnp.nan)
+        signals = events = None
+        if actuated:
+            signals = jax.vmap(plant.signals)(yp_eval, u)
+            signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
+            if isinstance(plant, HydraulicPlant):
+                events = limit_events(plant, sol.ts, signals)
+        return Trajectory(
+            t=sol.ts,
+            q=yd["q"],
+            qd=yd["qd"],
+            u=u,
+            q_d=q_d,
+            qd_d=qd_d,
+            success=sol.result == diffrax.RESULTS.successful,
+            num_steps=sol.stats["num_accepted_steps"],
+            coordinate_names=plant.coordinate_names,
+            command_names=plant.command_names if actuated else (),
+            signals=signals,
+            events=events,
+            controller_state=c if stateful else None,
+        )
+
+    y0 = (jax.tree.map(jnp.divide, yp0, scale), c0)
+    return solve.finish(trajectory, solve(vector_field, y0, ts, saveat, solver))

@@ -42,17 +42,18 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def test_a_second_run_reads_its_programs_back(own_cache, tmp_path, caplog):
-    """`jaxmb simulate` (the arm's closed loop) twice in one process, JAX's in-memory caches
-    cleared between: the first run writes its programs, none of which holds a host callback
-    (the command traces its run-time checks as NaN and reads the solver's status); the second
-    compiles nothing new and reads them back."""
+    """`jaxmb simulate` (the arm's closed loop, with its default progress bar) twice in one
+    process, JAX's in-memory caches cleared between: the first run writes its programs, none of
+    which holds a host callback (the command traces its run-time checks as NaN and reads the
+    solver's status; the bar moves between chunks of the solve, each one call of one compiled
+    program); the second compiles nothing new and reads them back."""
     hits = []
 
     def listen(event, **kwargs):
         if event == "/jax/compilation_cache/cache_hits":
             hits.append(event)
 
-    argv = ["simulate", "--t-final", "0.05", "--dt-save", "0.01", "--no-plots", "--quiet"]
+    argv = ["simulate", "--t-final", "0.05", "--dt-save", "0.01", "--no-plots"]
     jax.config.update("jax_explain_cache_misses", True)  # logs why a program is not written
     jax.monitoring.register_event_listener(listen)
     try:

@@ -59,6 +59,39 @@ def test_damped_oscillator_matches_closed_form(solver):
     assert tr.coordinate_names == ("x",) and bool(tr.success)
 
 
+def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
+    """``progress=True`` outside jit: the solve runs as `jaxmb.simulate.CHUNKS` calls of one
+    compiled program with the bar moved between them (no host callback in the program, so the
+    persistent compilation cache keeps it). The same closed form as the single solve; a failure
+    mid-run (the controller gives NaN from t = 1 s on) fails it as the single solve fails: not
+    successful, the rows before alike, the rows after not finite."""
+    k, c = 50.0, 2.0
+    ts = jnp.linspace(0.0, 3.0, 121)  # 120 intervals: 40 chunks of 3
+    one = jnp.array([1.0])
+    tr = simulate(slider(), pd(k, c), ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
+                  progress=True)  # fmt: skip
+    assert "simulate" in capsys.readouterr().err  # the bar, on stderr
+    zeta_w = c / (2 * M_SLIDER)
+    wd = np.sqrt(k / M_SLIDER - zeta_w**2)
+    t = np.asarray(ts)
+    x = np.exp(-zeta_w * t) * (np.cos(wd * t) + zeta_w / wd * np.sin(wd * t))
+    np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-7)
+    np.testing.assert_allclose(tr.u[:, 0], -k * tr.q[:, 0] - c * tr.qd[:, 0], rtol=1e-12)
+    assert bool(tr.success) and tr.t.shape == ts.shape
+
+    def breaks(t, q, qd, desired):
+        return jnp.where(t > 1.0, jnp.nan, -k * q - c * qd)
+
+    with jaxmb.model.failures_as_nan():  # the NaN force fails the solve, not a check
+        runs = [simulate(slider(), breaks, ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
+                         dtmin=1e-6, throw=False, progress=p) for p in (False, True)]  # fmt: skip
+    before, after = t < 0.99, t > 1.05
+    for r in runs:
+        assert not bool(r.success)
+        assert not np.isfinite(np.asarray(r.q)[after]).any()
+    np.testing.assert_allclose(runs[1].q[before], runs[0].q[before], atol=1e-8)
+
+
 def test_windowed_wrench_gives_the_impulse():
     """A 3 N force on the cart's frame for 0.5 <= t < 1.25 s: velocity jumps by F dt / m."""
     dist = Disturbance(

@@ -40,6 +40,9 @@ def test_integral_state_of_a_controller_is_integrated():
     model = lift_axis()
     ts = jnp.linspace(0.0, 12.0, 121)
     tr = simulate(model, PID(), lambda t: jnp.zeros(1), jnp.array([0.3]), jnp.zeros(1), ts)
+    # with the progress bar the solve runs in chunks, the controller's state carried across
+    chunked = simulate(model, PID(), lambda t: jnp.zeros(1), jnp.array([0.3]), jnp.zeros(1), ts,
+                       progress=True)  # fmt: skip
     A = np.array([[0, 1, 0], [-KP / M, -KD / M, -KI / M], [1, 0, 0]])
     b = np.array([0, -G, 0])
     x0 = np.array([0.3, 0.0, 0.0])
@@ -51,8 +54,9 @@ def test_integral_state_of_a_controller_is_integrated():
             for t in ts
         ]
     )
-    np.testing.assert_allclose(tr.q[:, 0], ref[:, 0], atol=1e-8)
-    np.testing.assert_allclose(tr.controller_state[:, 0], ref[:, 2], atol=1e-8)
+    for r in (tr, chunked):
+        np.testing.assert_allclose(r.q[:, 0], ref[:, 0], atol=1e-8)
+        np.testing.assert_allclose(r.controller_state[:, 0], ref[:, 2], atol=1e-8)
     # the integral ends up holding the weight: KI c -> -M G
     np.testing.assert_allclose(KI * tr.controller_state[-1, 0], -M * G, rtol=1e-3)
     np.testing.assert_allclose(
