@@ -35,7 +35,7 @@ from .impact import Contact, Particle, gap, impact_jump
 from .model import Model
 from .plant import AbstractPlant
 from .projection import ConstrainedSystem
-from .simulate import desired_state
+from .simulate import call_compiled, desired_state
 
 __all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
 
@@ -255,7 +255,8 @@ def simulate_sampled(
             r_P, _ = particle.at(t)
             return gap(system, y["q"], impact.contact, r_P)
 
-    tick = _progress_bar(steps) if progress else None
+    tick = _progress_bar(steps) if progress and _traced(q0, qd0, ts) else None
+    chunked = progress and tick is None
 
     def interval(carry, xs):
         y, armed, particle, record, n_steps, ok = carry
@@ -299,7 +300,59 @@ def simulate_sampled(
     carry0 = (correct(y0), jnp.array(impact is not None), particle0, record0,
               jnp.array(0), jnp.array(True))  # fmt: skip
     xs = (jnp.arange(steps), ts[:-1], ts[1:])
-    (yK, _, _, record, n_steps, ok), (u, desired, ys) = jax.lax.scan(interval, carry0, xs)
+
+    def finish(carry, outs):
+        return _finish(carry, outs, carry0, ts, command, impact, plant, actuated)
+
+    if chunked:  # the chunks ran eagerly: the rest as one compiled program, not op by op
+        carry, outs = _scan_in_chunks(interval, carry0, xs, steps)
+        return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
+    return finish(*jax.lax.scan(interval, carry0, xs))
+
+
+def _traced(*trees) -> bool:
+    """Inside a trace (jit, vmap, grad)? Then the progress bar is a host callback in the loop;
+    outside, the loop runs in chunks (`_scan_in_chunks`) and the bar moves from Python."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees)):
+        return True
+    return isinstance(jnp.array(1) + 1, jax.core.Tracer)  # equinox's test: jit stages ops
+
+
+def _scan_in_chunks(interval, carry0, xs, steps: int):
+    """``lax.scan(interval, carry0, xs)`` as up to 50 calls of one compiled scan over equal runs
+    of intervals (the largest divisor of ``steps`` up to 50), with a progress bar moved between
+    calls: no host callback in the program, so the persistent compilation cache keeps it
+    (`jaxmb.compile_cache`). The same sequence of intervals, so the same result."""
+    from tqdm.auto import tqdm
+
+    k = max(d for d in range(1, min(50, steps) + 1) if steps % d == 0)
+    m = steps // k
+    # the closure's arrays (plant, controller) become arguments of the compiled scan, not
+    # constants in it: XLA's constant folding over a whole plant takes minutes
+    first = jax.tree.map(lambda a: a[0], xs)
+    interval = eqx.filter_closure_convert(interval, carry0, first)
+    bar = tqdm(total=steps, desc="simulate", unit="sample", leave=False)
+    outs, carry = [], carry0
+    try:
+        for j in range(k):
+            carry, out = _scan(
+                interval, carry, jax.tree.map(lambda a, j=j: a[j * m : (j + 1) * m], xs)
+            )
+            outs.append(out)
+            bar.update(m)
+    finally:
+        bar.close()
+    return carry, jax.tree.map(lambda *a: jnp.concatenate(a), *outs)
+
+
+@eqx.filter_jit
+def _scan(interval, carry, xs):
+    return jax.lax.scan(lambda c, x: interval(c, x), carry, xs)  # a module is not hashable
+
+
+def _finish(carry, outs, carry0, ts, command, impact, plant, actuated) -> SampledTrajectory:
+    """The trajectory from the scan's last carry and its per-interval outputs."""
+    (yK, _, _, record, n_steps, ok), (u, desired, ys) = carry, outs
     uK, desK = command(ts[-1], yK)
     y = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), carry0[0], ys)
     u = jnp.concatenate([u, uK[None]])

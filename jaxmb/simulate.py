@@ -722,9 +722,11 @@ class _Solve(NamedTuple):
 
     @staticmethod
     def finish(trajectory, sol):
-        """``trajectory(sol)``: traced with the solve, or jitted on its own after a chunked
-        solve (which runs eagerly), so that it is one compiled program, not op by op."""
-        return jax.jit(trajectory)(sol) if isinstance(sol, _Chunks) else trajectory(sol)
+        """``trajectory(sol)``: traced with the solve, or compiled on its own after a chunked
+        solve (which runs eagerly), so that it is one program, not op by op."""
+        if not isinstance(sol, _Chunks):
+            return trajectory(sol)
+        return call_compiled(eqx.filter_closure_convert(trajectory, sol), sol)
 
     def __call__(self, vector_field, y0, ts, saveat, solver=None):
         solver = self.solver if solver is None else solver
@@ -777,6 +779,13 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
     k = -(-n_int // per)
     idx = np.minimum(np.arange(k)[:, None] * per + np.arange(per + 1)[None, :], n_int)
     opts = opts._replace(progress=False, throw=False)
+    # the closures' arrays (plant, controller, ...) become arguments of the compiled chunk,
+    # not constants in it: XLA's constant folding over a whole plant takes minutes, and the
+    # cached program then serves any parameters of the same shapes
+    t0 = jnp.asarray(t[0])
+    vector_field = eqx.filter_closure_convert(vector_field, t0, y0, None)
+    if save_fn is not None:
+        save_fn = eqx.filter_closure_convert(save_fn, t0, y0, None)
     bar = tqdm(total=float(t[-1] - t[0]), desc="simulate", unit="s", leave=False,
                bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")  # fmt: skip
     rows, steps, result, y = [], 0, diffrax.RESULTS.successful, y0
@@ -798,6 +807,12 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
         bar.close()
     ys = jax.tree.map(lambda *a: jnp.concatenate(a)[: n_int + 1], *rows)
     return _Chunks(ts, ys, result, {"num_accepted_steps": jnp.asarray(steps)})
+
+
+@eqx.filter_jit
+def call_compiled(fn, *args):
+    """``fn(*args)`` compiled, ``fn`` a closure-converted function (its arrays arguments)."""
+    return fn(*args)
 
 
 @eqx.filter_jit
