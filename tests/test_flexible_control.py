@@ -214,3 +214,15 @@ def test_stability_analysis_with_a_configuration_dependent_E():
             expU = (vecs * np.exp(vals * tau)[None, :]) @ inv
             assert np.linalg.norm(expU.real, 2) <= m * np.exp(-sigma0 * tau / 2) * (1 + 1e-6)
     assert bool(rep.desoer_holds) == (float(rep.delta_M) <= float(rep.desoer_bound))
+
+
+@pytest.mark.parametrize("t_final", ["0.1", "1.001", "-2"])
+def test_a_run_too_short_for_the_report_is_refused_up_front(tmp_path, t_final):
+    """The report reads the errors after 1 s and checks eq. (31) over 0.6-0.95 s: a shorter
+    run (or one off the 2 ms sampling grid) is refused before anything compiles or is
+    written, naming the option (a 0.1 s run used to end in a numpy error on an empty window)."""
+    out = tmp_path / "r"
+    argv = ["simulate", "--machine", "rpr3-flexible", f"--t-final={t_final}", "--out", str(out)]
+    with pytest.raises(SystemExit, match=r"--t-final: expected a multiple of .* at least 1 s"):
+        main(argv)
+    assert not out.exists()
