@@ -34,6 +34,17 @@ def free_slider(ts, disturbance):
                     rtol=1e-10, atol=1e-12)  # fmt: skip
 
 
+def _check_damped_oscillator(tr, ts, k, c):
+    """m x'' + c x' + k x = 0 from x(0) = 1 at rest: the underdamped closed form, and the PD
+    force the trajectory reports."""
+    zeta_w = c / (2 * M_SLIDER)
+    wd = np.sqrt(k / M_SLIDER - zeta_w**2)
+    t = np.asarray(ts)
+    x = np.exp(-zeta_w * t) * (np.cos(wd * t) + zeta_w / wd * np.sin(wd * t))
+    np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-7)
+    np.testing.assert_allclose(tr.u[:, 0], -k * tr.q[:, 0] - c * tr.qd[:, 0], rtol=1e-12)
+
+
 @pytest.mark.parametrize("solver", ["tsit5", "kvaerno5"])
 def test_damped_oscillator_matches_closed_form(solver):
     """m x'' + c x' + k x = 0 with x(0) = 1, x'(0) = 0: underdamped closed form."""
@@ -50,12 +61,7 @@ def test_damped_oscillator_matches_closed_form(solver):
         rtol=1e-10,
         atol=1e-12,
     )
-    zeta_w = c / (2 * M_SLIDER)
-    wd = np.sqrt(k / M_SLIDER - zeta_w**2)
-    t = np.asarray(ts)
-    x = np.exp(-zeta_w * t) * (np.cos(wd * t) + zeta_w / wd * np.sin(wd * t))
-    np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-7)
-    np.testing.assert_allclose(tr.u[:, 0], -k * tr.q[:, 0] - c * tr.qd[:, 0], rtol=1e-12)
+    _check_damped_oscillator(tr, ts, k, c)
     assert tr.coordinate_names == ("x",) and bool(tr.success)
 
 
@@ -71,12 +77,7 @@ def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
     tr = simulate(slider(), pd(k, c), ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
                   progress=True)  # fmt: skip
     assert "simulate" in capsys.readouterr().err  # the bar, on stderr
-    zeta_w = c / (2 * M_SLIDER)
-    wd = np.sqrt(k / M_SLIDER - zeta_w**2)
-    t = np.asarray(ts)
-    x = np.exp(-zeta_w * t) * (np.cos(wd * t) + zeta_w / wd * np.sin(wd * t))
-    np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-7)
-    np.testing.assert_allclose(tr.u[:, 0], -k * tr.q[:, 0] - c * tr.qd[:, 0], rtol=1e-12)
+    _check_damped_oscillator(tr, ts, k, c)
     assert bool(tr.success) and tr.t.shape == ts.shape
 
     def breaks(t, q, qd, desired):
@@ -85,6 +86,7 @@ def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
     with jaxmb.model.failures_as_nan():  # the NaN force fails the solve, not a check
         runs = [simulate(slider(), breaks, ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
                          dtmin=1e-6, throw=False, progress=p) for p in (False, True)]  # fmt: skip
+    t = np.asarray(ts)
     before, after = t < 0.99, t > 1.05
     for r in runs:
         assert not bool(r.success)
