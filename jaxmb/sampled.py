@@ -134,7 +134,8 @@ def simulate_sampled(
             ``rtol``/``atol``; ``max_steps`` per interval.
         event_tol: tolerance (s and m) of the impact's root find.
         progress: one progress bar over the sampling intervals, updated in place (tqdm; not
-            under vmap).
+            under vmap). Called outside any trace, the scan runs in chunks of one compiled
+            program (`_scan_in_chunks`), the same intervals in the same order.
     """
     steps = int(round(t_final / h))
     if not (h > 0 and steps >= 1 and abs(steps * h - t_final) <= 1e-9 * max(t_final, 1.0)):

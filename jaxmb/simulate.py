@@ -478,7 +478,11 @@ def simulate(
         max_steps: solver step budget; exhausting it is an error.
         throw: raise (through `equinox.error_if`) when the solve fails; with ``False`` the
             trajectory's ``success`` is False instead (for batched studies).
-        progress: show a progress bar that updates in place (tqdm; not under vmap).
+        progress: show a progress bar that updates in place (tqdm; not under vmap). Called
+            outside any trace, the solve then runs as `CHUNKS` calls of one compiled program
+            (`_solve_in_chunks`: no host callback, so the persistent compilation cache keeps
+            it); the result agrees with ``progress=False`` to the tolerances, and
+            ``max_steps`` bounds each chunk. Inside jit the bar is diffrax's host callback.
         adjoint: how reverse mode differentiates the solve; default diffrax's
             ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
             ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: faster
