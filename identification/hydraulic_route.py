@@ -29,6 +29,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb import compile_cache
 from jaxmb.hydraulics import StribeckFriction
 from jaxmb.models.machine import Machine, check_reach
 from jaxmb.plant import HydraulicPlant
@@ -174,6 +175,7 @@ def identify_hydraulic(
     conditions = {} if known is None else {"payload_kg": float(known)}
     if machine.payload is not None and known is None:
         conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     progress("identifying (output-error route)")
     seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     heads = start_states.head_segments(plant, cols, seg)
@@ -195,6 +197,7 @@ def identify_hydraulic(
     noise = dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True))
     fit_pct, fit_pct_nominal = {}, {}
     for stem, (vlog, vcols) in vlogs.items():
+        compile_cache.relieve()  # between stages (`compile_cache.relieve`)
         progress(f"validating on {stem} (free-run replay)")
         vplant_nominal = _plant_for(machine, vlog, stage1)
         theta, cov = np.array(res.theta), np.array(res.covariance)
@@ -214,6 +217,7 @@ def identify_hydraulic(
         validation_segments[stem] = oe.predict(vplant, vcols, segment_time=segment_time)["rmse"]
         series[f"validation_{stem}"] = free
         series[f"validation_{stem}_nominal"] = free0
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     progress("writing the report")
     report.refuse_non_finite(res.values, "the identified parameters")
     report.refuse_non_finite(res.std, "the identified parameters' std", allow_inf=True)

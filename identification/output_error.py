@@ -65,6 +65,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
+from jaxmb import compile_cache
 from jaxmb.hydraulics import LuGreFriction
 from jaxmb.plant import HydraulicPlant
 from jaxmb.simulate import CommandTable, simulate
@@ -550,6 +551,9 @@ def fit(
     th0 = initial_theta(plant, spec) if theta0 is None else jnp.asarray(theta0, float)
     if th0.shape != (len(spec),):
         raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
+    # a hydraulic identify runs several fits, each compiling its residual and Jacobian
+    # program: keep the process below the kernel's limit on memory mappings
+    compile_cache.relieve()
     cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
     history: list[float] = []
 

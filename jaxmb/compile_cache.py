@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable"]
+__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable", "mapped_regions", "relieve"]
 
 ENV = "JAXMB_COMPILE_CACHE"
 ENV_MAX_MB = "JAXMB_COMPILE_CACHE_MAX_MB"
@@ -82,3 +82,38 @@ def enable(path: str | Path | None = None, *, environ=os.environ) -> Path | None
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     jax.config.update("jax_compilation_cache_max_size", max_bytes)
     return folder
+
+
+def mapped_regions() -> int | None:
+    """How many memory mappings this process holds (Linux's ``/proc/self/maps``), or None
+    where the system does not say."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _map_limit() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530  # Linux's default
+
+
+def relieve(fraction: float = 0.5) -> bool:
+    """Drop JAX's in-memory compiled programs (`jax.clear_caches`) when this process holds
+    more than ``fraction`` of the kernel's per-process limit on memory mappings
+    (``vm.max_map_count``, 65530 by default); returns whether it did.
+
+    Why: XLA's CPU JIT maps every kernel of every compiled program on its own (a closed loop
+    of a hydraulic machine holds thousands of mappings), and a process past the limit dies
+    in its next allocation, a segmentation fault with no message. Long commands call this
+    between their stages; what a later stage needs again is traced anew and its compiled
+    code read back from the persistent cache."""
+    n = mapped_regions()
+    if n is None or n <= fraction * _map_limit():
+        return False
+    jax.clear_caches()
+    return True

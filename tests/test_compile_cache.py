@@ -74,3 +74,14 @@ def test_a_second_run_reads_its_programs_back(own_cache, tmp_path, caplog):
     assert len(hits) >= len(programs) > 0
     a = (tmp_path / "a" / "timeseries.csv").read_text()
     assert a == (tmp_path / "b" / "timeseries.csv").read_text()
+
+
+def test_relieve_drops_compiled_programs_only_past_its_share_of_the_map_limit():
+    """`compile_cache.relieve`: a long command's guard against the kernel's per-process limit
+    on memory mappings (XLA's CPU JIT maps each kernel of each program on its own)."""
+    f = jax.jit(lambda x: 2.0 * x + 1.0)
+    assert f(1.0) == 3.0 and f._cache_size() == 1
+    assert compile_cache.mapped_regions() > 0  # Linux: /proc/self/maps
+    assert not compile_cache.relieve(1.0) and f._cache_size() == 1  # below the limit: kept
+    assert compile_cache.relieve(0.0) and f._cache_size() == 0  # past it: dropped
+    assert f(2.0) == 5.0  # and compiled again when called
