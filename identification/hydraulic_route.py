@@ -39,6 +39,7 @@ from . import mechanics as mech
 from . import model_choice as choice
 from . import output_error as oe
 from .logs import Log, schema_for
+from .signals import check_cutoff
 
 __all__ = [
     "DEFAULT_SELECTORS",
@@ -145,6 +146,8 @@ def identify_hydraulic(
     max_evaluations: int = 20,
     prior_weight: float | None = None,
     mechanics: str = "auto",
+    cutoff: float | None = None,
+    stride: int | None = None,
 ) -> dict:
     """Stage 1 (`mechanics.identify_mechanics`) on ``log_path`` (within ``window`` if given),
     then `hydraulic_selectors` by multiple-shooting output error from there, every segment's
@@ -153,13 +156,15 @@ def identify_hydraulic(
     leakage ``"none"`` or ``"fitted"``, by default whichever predicts held-out segments better
     (`model_choice.choose_and_fit`); validate by free-run
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
-    return the summary entries."""
+    return the summary entries. ``cutoff`` and ``stride``: stage 1's low-pass (Hz) and
+    decimation (default `mechanics.CUTOFF` and 10)."""
     choice.check_choices(mechanics=mechanics, leakage=leakage)
     plant = machine.plant
     required = required_signals(plant)
     # every log is read and checked before anything compiles
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
+    check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(log_path).name)
     t0, t1 = (None, None) if window is None else window
     known = log.meta.get("conditions", {}).get("payload_kg")
     progress(
@@ -170,6 +175,7 @@ def identify_hydraulic(
     stage1 = mech.identify_mechanics(
         machine, fit_log, payload_known=None if known is None else float(known),
         prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,
+        cutoff=mech.CUTOFF if cutoff is None else cutoff, stride=stride or 10,
     )  # fmt: skip
     plant = _plant_for(machine, log, stage1)
     conditions = {} if known is None else {"payload_kg": float(known)}

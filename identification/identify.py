@@ -30,6 +30,7 @@ from jaxmb.models.machine import load_machine
 from . import params_file, report
 from .logs import read_log, schema_for
 from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques
+from .signals import check_cutoff
 
 __all__ = ["MODELS", "resolve_model", "identify"]
 
@@ -120,6 +121,8 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
     vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
+    for path, lg in ((log_path, log), *vlogs.items()):
+        check_cutoff(options["cutoff"], lg.t, Path(path).name)
     if window is not None:
         log = log.window(*window)
     progress("identifying (regressor route)")
@@ -205,10 +208,10 @@ def identify(
     out,
     *,
     validate: Sequence[str] = (),
-    method: str = "consistent",
-    cutoff: float = 10.0,
-    stride: int = 1,
-    terms: Sequence[str] = DEFAULT_TERMS,
+    method: str | None = None,
+    cutoff: float | None = None,
+    stride: int | None = None,
+    terms: Sequence[str] | None = None,
     prior_weight: float | None = None,
     window: tuple[float, float] | None = None,
     drives=None,
@@ -217,7 +220,14 @@ def identify(
     segment_time: float | None = None,
     show_progress: bool = True,
 ) -> dict:
-    """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content."""
+    """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content.
+
+    ``method``, ``terms`` and ``drives`` are the regressor route's (a rigid robot; default
+    "consistent", `DEFAULT_TERMS`, the model's own drives); ``leakage``, ``segment_time`` and
+    ``mechanics`` a hydraulic machine's. An option given for the other route is refused.
+    ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
+    both: default 10 Hz and 1 for a robot, `mechanics.CUTOFF` and 10 for a hydraulic machine's
+    stage 1."""
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
@@ -232,14 +242,20 @@ def identify(
         progress("loading the model")
         name, m, route = resolve_model(model)
         if route == "rigid":
-            given = {"--leakage": leakage is not None, "--segment-time": segment_time is not None}
+            given = {"--leakage": leakage is not None, "--segment-time": segment_time is not None,
+                     "--mechanics": mechanics != "auto"}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
                     f"{', '.join(k for k, v in given.items() if v)}: only for a hydraulic "
                     f"machine's output error; model {name!r} is identified by the regressor route"
                 )
-            options = dict(method=method, cutoff=cutoff, stride=stride, terms=tuple(terms),
-                           prior_weight=0.1 if prior_weight is None else prior_weight)  # fmt: skip
+            if drives is not None:
+                _check_drives(drives, m.coordinate_names)
+            options = dict(
+                method=method or "consistent", cutoff=10.0 if cutoff is None else cutoff,
+                stride=stride or 1, terms=DEFAULT_TERMS if terms is None else tuple(terms),
+                prior_weight=0.1 if prior_weight is None else prior_weight,
+            )  # fmt: skip
             if name in KNOWN_FORCES:
                 options["known_forces"] = KNOWN_FORCES[name]()
             if drives is not None:
@@ -250,9 +266,18 @@ def identify(
         else:
             from .hydraulic_route import identify_hydraulic
 
+            given = {"--method": method is not None, "--terms": terms is not None,
+                     "--gear-ratios/--torque-constants": drives is not None}  # fmt: skip
+            if any(given.values()):
+                raise ValueError(
+                    f"{', '.join(k for k, v in given.items() if v)}: only for the regressor "
+                    f"route of a rigid robot; model {name!r} is a hydraulic machine (stage 1 "
+                    "fits its mechanics and cylinder friction, stage 2 its hydraulics)"
+                )
+
             summary = identify_hydraulic(
                 name, m, log_path, out, validate, progress, window=window, leakage=leakage or "auto",
-                prior_weight=prior_weight, mechanics=mechanics,
+                prior_weight=prior_weight, mechanics=mechanics, cutoff=cutoff, stride=stride,
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip
         bar.update(bar.total - bar.n)
@@ -269,3 +294,17 @@ def identify(
     text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
     (out / "summary.json").write_text(text + "\n")
     return summary
+
+
+def _check_drives(drives, coordinates: Sequence[str]) -> None:
+    """Refuse gear ratios or torque constants for coordinates the model does not have."""
+    for what, d in (
+        ("gear-ratios", drives.gear_ratio),
+        ("torque-constants", drives.torque_constant),
+    ):
+        unknown = sorted(set(d) - set(coordinates))
+        if unknown:
+            raise ValueError(
+                f"--{what}: unknown coordinate(s) {unknown}; the model's coordinates are "
+                f"{list(coordinates)}"
+            )

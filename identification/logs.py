@@ -426,9 +426,32 @@ def _check_header(names: Sequence[str], where: str) -> None:
         raise LogError(f"{where}: duplicated column names {dup}")
 
 
+_PARQUET_MAGIC = b"PAR1"  # a Parquet file begins and ends with these four bytes
+
+
+def _check_content(path: Path, fmt: str) -> None:
+    """Refuse a file whose content is not the format its name claims, naming both."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if fmt == "csv" and head.startswith(_PARQUET_MAGIC):
+        raise LogError(
+            f"the file is Parquet (it begins with {_PARQUET_MAGIC!r}), not CSV as its name says; "
+            f"rename it to {path.with_suffix('.parquet').name!r}"
+        )
+    if fmt == "csv" and b"\0" in head:
+        raise LogError("expected a CSV text file, but it holds binary data")
+    if fmt == "parquet" and not head.startswith(_PARQUET_MAGIC):
+        text = "CSV text" if head and b"\0" not in head else "not Parquet"
+        raise LogError(
+            f"expected a Parquet file (beginning with {_PARQUET_MAGIC!r}); the file is {text}"
+            + ("; rename it to .csv" if text == "CSV text" else "")
+        )
+
+
 def _read_table(path: Path) -> dict[str, np.ndarray]:
     import pyarrow as pa
 
+    _check_content(path, _format(path))
     if _format(path) == "csv":
         import pyarrow.csv as pcsv
 

@@ -41,7 +41,14 @@ from jaxtyping import ArrayLike, Float
 
 from .logs import Log, _with_note, sampling_report
 
-__all__ = ["lowpass", "savgol_window", "differentiate", "decimate", "estimate_derivatives"]
+__all__ = [
+    "check_cutoff",
+    "lowpass",
+    "savgol_window",
+    "differentiate",
+    "decimate",
+    "estimate_derivatives",
+]
 
 
 def _positive(name: str, value) -> float:
@@ -49,6 +56,17 @@ def _positive(name: str, value) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name}: expected a finite number > 0, got {value}")
     return value
+
+
+def check_cutoff(cutoff: float, t: Float[ArrayLike, " T"], source: str) -> None:
+    """Refuse a low-pass ``cutoff`` (the CLI's ``--cutoff``) at or above the Nyquist frequency
+    of the samples at times ``t``, naming their ``source``, before anything is filtered."""
+    fs = 1.0 / float(np.median(np.diff(np.asarray(t, float))))
+    if not cutoff < fs / 2:
+        raise ValueError(
+            f"--cutoff: expected below the Nyquist frequency of {source} (fs/2 = {fs / 2:g} Hz), "
+            f"got {cutoff:g} Hz"
+        )
 
 
 def _as_signal(x, what: str) -> np.ndarray:

@@ -512,7 +512,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
 
     for name, ok, expected in (
         ("cutoff", args.cutoff is None or args.cutoff > 0, "a frequency > 0 Hz"),
-        ("stride", args.stride >= 1, "an integer >= 1"),
+        ("stride", args.stride is None or args.stride >= 1, "an integer >= 1"),
         ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
         ("segment-time", args.segment_time is None or 0 < args.segment_time < float("inf"),
          "a duration > 0 s"),
@@ -824,13 +824,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--method",
         choices=["consistent", "wls", "ols"],
-        default="consistent",
-        help="regressor route: physically consistent fit (default), base-parameter WLS or OLS",
+        default=None,
+        help="regressor route of a rigid robot: physically consistent fit (default), "
+        "base-parameter WLS or OLS",
     )
     p.add_argument(
-        "--cutoff", type=float, default=10.0, help="zero-phase low-pass cutoff, Hz (default 10)"
+        "--cutoff",
+        type=float,
+        default=None,
+        help="zero-phase low-pass cutoff, Hz (default 10 for a robot; a hydraulic machine's "
+        "stage 1 (mechanics): 4)",
     )
-    p.add_argument("--stride", type=int, default=1, help="keep every k-th filtered sample")
+    p.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="keep every k-th filtered sample (default 1 for a robot; a hydraulic machine's "
+        "stage 1: 10)",
+    )
     p.add_argument(
         "--prior-weight",
         type=float,

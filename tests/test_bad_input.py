@@ -425,6 +425,65 @@ def test_cli_accepts_negative_numbers_as_values():
             ],
             "--leakage, --segment-time: only for a hydraulic machine's output error",
         ),
+        # issue 29: an option of the other identification route is refused, not ignored
+        (
+            [
+                "identify",
+                "data/synthetic_crane/synthetic_crane_payload_excitation.parquet",
+                "--model",
+                "crane",
+                "--method",
+                "wls",
+                "--terms",
+                "viscous",
+                "--gear-ratios",
+                "q1=2",
+            ],
+            "--method, --terms, --gear-ratios/--torque-constants: only for the regressor route "
+            "of a rigid robot; model 'crane' is a hydraulic machine",
+        ),
+        (
+            [
+                "identify",
+                "data/kr300/kr300_traj_A.parquet",
+                "--model",
+                "kr300",
+                "--mechanics",
+                "fixed",
+            ],
+            "--mechanics: only for a hydraulic machine's output error",
+        ),
+        (
+            [
+                "identify",
+                "data/kr300/kr300_traj_A.parquet",
+                "--model",
+                "kr300",
+                "--gear-ratios",
+                "q1=100,q9=2",
+            ],
+            r"--gear-ratios: unknown coordinate\(s\) \['q9'\]; the model's coordinates are "
+            r"\['q1', 'q2', 'q3', 'q4', 'q5', 'q6'\]",
+        ),
+        # --cutoff applies to both routes (a hydraulic machine's stage 1 filters too), and is
+        # checked against the log's sampling rate before anything is filtered
+        (
+            ["identify", "data/kr300/kr300_traj_A.parquet", "--model", "kr300", "--cutoff", "200"],
+            r"--cutoff: expected below the Nyquist frequency of kr300_traj_A\.parquet "
+            r"\(fs/2 = 125 Hz\), got 200 Hz",
+        ),
+        (
+            [
+                "identify",
+                "data/synthetic_crane/synthetic_crane_payload_excitation.parquet",
+                "--model",
+                "crane",
+                "--cutoff",
+                "600",
+            ],
+            r"--cutoff: expected below the Nyquist frequency of "
+            r"synthetic_crane_payload_excitation\.parquet \(fs/2 = 500 Hz\), got 600 Hz",
+        ),
         (["simulate", "--t-final", "nan"], "--t-final and --dt-save must be positive"),
         (["state", "--q", "0.1,nan,0.1"], "--q: expected 3 finite numbers"),
         (["montecarlo", "x.toml", "--samples", "-3"], "--samples: expected an integer >= 1"),

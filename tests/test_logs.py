@@ -458,3 +458,30 @@ def test_log_helpers():
     assert doubled.names == log.names and doubled.meta == {"model": "arm"}
     np.testing.assert_array_equal(doubled["tau_delta"], 2 * cols["tau_delta"])
     assert log.with_meta(synthetic=True).meta == {"model": "arm", "synthetic": True}
+
+
+@pytest.mark.parametrize(
+    "written, named, match",
+    [
+        ("parquet", "run.csv", r"run\.csv: the file is Parquet .* not CSV as its name says; "
+         r"rename it to 'run\.parquet'"),
+        ("csv", "run.parquet", r"run\.parquet: expected a Parquet file .*; the file is CSV text; "
+         r"rename it to \.csv"),
+    ],
+)  # fmt: skip
+def test_a_file_whose_content_is_not_the_format_its_name_claims(
+    tmp_path, written, named, match, arm_schema
+):
+    """Issue 29: a Parquet file named .csv (and the reverse) is refused by its content, naming
+    the file and the fix, instead of a UTF-8 decode error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = arm_columns()
+    path = tmp_path / named
+    if written == "csv":
+        _write_raw_csv(path, cols)
+    else:  # written by pyarrow itself, not by the code under test
+        pq.write_table(pa.table({k: np.asarray(v) for k, v in cols.items()}), path)
+    with pytest.raises(LogError, match=match):
+        read_log(path, arm_schema, required=ARM_REQUIRED)
