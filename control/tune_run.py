@@ -30,7 +30,7 @@ from .montecarlo import run_study
 from .study_config import build_study, read_gains, write_gains
 from .tuning import GAIN_NAMES, TuningWeights, controller_with, tune
 
-__all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS"]
+__all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS", "check_tune_section"]
 
 TUNING_OFFSET = 1_000_000_000
 _COMMON = {"samples", "steps", "learning_rate", "validation_samples", "initial", "t_final"}
@@ -149,17 +149,52 @@ def _tune_crane(study, given, section, m, out, progress):
     return result, tuning
 
 
-def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True) -> dict:
-    """The whole workflow of ``jaxmb tune`` (module docstring); returns the summary."""
-    out = Path(out)
-    section = dict(cfg.get("tune", {}))
-    scenario = cfg["study"]["scenario"]
+# the common [tune] keys: (type, lowest value, what a message says is expected)
+_RANGES = {
+    "samples": (int, 1, "an integer >= 1"),
+    "steps": (int, 1, "an integer >= 1"),
+    "validation_samples": (int, 1, "an integer >= 1"),
+    "learning_rate": (float, 0.0, "a finite number > 0"),
+    "t_final": (float, 0.0, "a duration > 0 s"),
+}
+
+
+def check_tune_section(cfg: dict, scenario: str) -> dict:
+    """The ``[tune]`` table of a tune configuration, checked before anything is built: present
+    (an empty table takes every default), no unknown keys, each common key of its type and
+    range. Returns it."""
+    if "tune" not in cfg:
+        raise ValueError(
+            "no [tune] table: `jaxmb tune` reads its settings there (an empty [tune] takes the "
+            f"defaults); keys for scenario {scenario!r}: {sorted(TUNE_KEYS[scenario])}"
+        )
+    section = cfg["tune"]
+    if not isinstance(section, dict):
+        raise ValueError(f"[tune]: expected a table, got {section!r}")
     extra = sorted(set(section) - TUNE_KEYS[scenario])
     if extra:
         raise ValueError(
             f"[tune]: unknown key(s) {extra} for scenario {scenario!r}; expected some of "
             f"{sorted(TUNE_KEYS[scenario])}"
         )
+    for key, (kind, low, expected) in _RANGES.items():
+        if key not in section:
+            continue
+        v = section[key]
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        ok = ok and (isinstance(v, int) if kind is int else np.isfinite(v))
+        if not (ok and (v >= low if kind is int else v > low)):
+            raise ValueError(f"[tune] {key}: expected {expected}, got {v!r}")
+    if "initial" in section and not isinstance(section["initial"], dict):
+        raise ValueError(f"[tune] initial: expected a table of gains, got {section['initial']!r}")
+    return dict(section)
+
+
+def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True) -> dict:
+    """The whole workflow of ``jaxmb tune`` (module docstring); returns the summary."""
+    out = Path(out)
+    scenario = cfg["study"]["scenario"]
+    section = check_tune_section(cfg, scenario)
     cfg_study = {k: v for k, v in cfg.items() if k != "tune"}
     n_val = int(section.get("validation_samples", 64))
     study, given, _, chunk, lanes, desc = build_study(cfg_study, samples=n_val)

@@ -668,10 +668,11 @@ def tune_cmd(args: argparse.Namespace) -> int:
     _check_writable(out)  # made once the configuration is read: a refusal leaves nothing
     _setup_devices(args)
     from jaxmb.control import study_config
-    from jaxmb.control.tune_run import run_tune
+    from jaxmb.control.tune_run import check_tune_section, run_tune
 
     try:
         cfg = study_config.load_config(args.config)
+        check_tune_section(cfg, cfg["study"]["scenario"])  # before the options below add to it
         if args.steps is not None:
             cfg.setdefault("tune", {})["steps"] = args.steps
         if args.validation_samples is not None:

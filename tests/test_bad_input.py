@@ -499,3 +499,54 @@ def test_equinox_errors_are_runtime_errors():
     f = eqx.filter_jit(lambda x: jaxmb.model.check_finite(x, "x"))
     with pytest.raises(RuntimeError, match="x: must be finite"):
         f(jnp.array([jnp.nan]))
+
+
+_TUNE_CONFIG = "data/montecarlo_section_iv.toml"
+
+
+def _tune_table(text: str, edit) -> str:
+    """The shipped tune configuration with its [tune] table edited: ``edit`` maps the table's
+    lines to new lines (None: the table removed)."""
+    head, sep, table = text.partition("\n[tune]\n")
+    assert sep, "the shipped configuration has a [tune] table"
+    lines = edit(table.splitlines())
+    return head + ("" if lines is None else "\n[tune]\n" + "\n".join(lines) + "\n")
+
+
+def _set_key(key, value):
+    def edit(lines):
+        kept = [x for x in lines if not x.startswith(f"{key} =")]
+        return [*kept, f"{key} = {value}"]
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, options, message",
+    [
+        (lambda lines: None, [], r"no \[tune\] table: `jaxmb tune` reads its settings there"),
+        (lambda lines: None, ["--steps", "3"], r"no \[tune\] table"),  # not made up by --steps
+        (_set_key("learning_rate", "-0.1"), [], r"\[tune\] learning_rate: expected a finite "
+         r"number > 0, got -0.1"),
+        (_set_key("steps", "0"), [], r"\[tune\] steps: expected an integer >= 1, got 0"),
+        (lambda lines: lines, ["--steps", "0"], r"\[tune\] steps: expected an integer >= 1, got 0"),
+        (_set_key("samples", "2.5"), [], r"\[tune\] samples: expected an integer >= 1, got 2.5"),
+        (_set_key("validation_samples", "true"), [], r"\[tune\] validation_samples: expected an "
+         r"integer >= 1, got True"),
+        (_set_key("t_final", "nan"), [], r"\[tune\] t_final: expected a duration > 0 s, got nan"),
+        (_set_key("stepz", "3"), [], r"\[tune\]: unknown key\(s\) \['stepz'\] for scenario "
+         r"'section_iv'; expected some of"),
+        (_set_key("initial", "3"), [], r"\[tune\] initial: expected a table of gains, got 3"),
+    ],
+)  # fmt: skip
+def test_tune_configurations_are_checked_before_anything_runs(tmp_path, edit, options, message):
+    """Issue 29: a tune configuration's [tune] table is present, has no unknown keys, and each
+    setting its type and range; a refusal names the key and leaves no output folder."""
+    from pathlib import Path
+
+    cfg = tmp_path / "tune.toml"
+    cfg.write_text(_tune_table(Path(_TUNE_CONFIG).read_text(), edit))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        main(["tune", str(cfg), "--out", str(out), "--quiet", *options])
+    assert not out.exists()
