@@ -92,6 +92,40 @@ def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
     return CommandTable(t, np.column_stack([cols[c] for c in names]), names)
 
 
+def check_command_table(
+    table: CommandTable, t_final: float, u_max: dict[str, float], source, *, clip: bool = False
+) -> tuple[CommandTable, dict[str, int]]:
+    """A replay's command table against its run and its valves: it must cover ``0 .. t_final``
+    (a table is not held at its ends without a word), and its commands stay within each
+    valve's range ``+-u_max`` (V), or with ``clip`` are clipped to it, counted per column.
+    Returns the table to replay and the clipped counts. Raises ValueError naming ``source``."""
+    t = np.asarray(table.t)
+    if t[0] > 0.0 or t[-1] < t_final - 1e-9:
+        raise ValueError(
+            f"{source}: the table covers t = {t[0]:g} .. {t[-1]:g} s, not the run's 0 .. "
+            f"{t_final:g} s (--t-final); a replay does not hold commands beyond the table: "
+            "give a --t-final within it, or a table that starts at 0 s"
+        )
+    values = np.asarray(table.values)
+    counts = {}
+    for j, name in enumerate(table.names):
+        limit = u_max[name]
+        outside = np.abs(values[:, j]) > limit
+        counts[name] = int(outside.sum())
+        if counts[name] and not clip:
+            k = int(np.argmax(outside))
+            raise ValueError(
+                f"{source}: column {name!r} has {counts[name]} of {len(t)} commands outside the "
+                f"valve's range +-{limit:g} V (first {values[k, j]:g} V at t = {t[k]:g} s; "
+                f"max |u| {np.abs(values[:, j]).max():g} V); the valve saturates there: "
+                "--clip-commands replays them clipped and reports the counts"
+            )
+    if clip:
+        lim = np.array([u_max[n] for n in table.names])
+        table = CommandTable(t, np.clip(values, -lim, lim), table.names)
+    return table, counts
+
+
 def log_columns(plant: HydraulicPlant, tr: Trajectory) -> dict[str, np.ndarray]:
     """The trajectory as log-format columns (SI units; commands saturated as the valves get
     them)."""

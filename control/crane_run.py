@@ -126,11 +126,13 @@ def run_crane(
     plots: bool = True,
     plant=None,
     gains: dict | None = None,
+    notes: dict | None = None,
 ) -> dict:
     """Run the crane (closed loop, or ``commands`` open loop) and write the report into
     ``out``; returns the summary. ``plant`` replaces the spec's plant (e.g. with identified
     hydraulic parameters); the VDC controller then uses it as its model too. ``gains``
-    override `GAINS` (e.g. those `jaxmb tune` wrote)."""
+    override `GAINS` (e.g. those `jaxmb tune` wrote). ``notes`` go into the summary as they
+    are (e.g. the commands a replay clipped)."""
     plant = lift_tilt_crane_plant(payload=payload) if plant is None else plant
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
     gains = {**GAINS, **(gains or {})}
@@ -153,4 +155,5 @@ def run_crane(
         control = None
         extra = {"mode": "open-loop replay of a command table"}
     extra.update({"payload_kg": payload, "rtol": RTOL, "atol": ATOL, "solver": "tsit5"})
+    extra.update(notes or {})
     return write_crane_report(out, plant, tr, control=control, extra=extra, plots=plots)

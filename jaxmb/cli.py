@@ -127,7 +127,7 @@ def crane_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     out = Path(args.out)
-    _check_out(out)
+    _check_writable(out)  # made by the report once every input has passed
     t_final = 18.0 if args.t_final is None else args.t_final
     if not t_final > 0 or not 0 < args.dt_save <= t_final:
         raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
@@ -153,15 +153,28 @@ def crane_cmd(args: argparse.Namespace) -> int:
             crane_controller(**gains)  # shapes and signs, before anything compiles
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
+    notes: dict = {}
     if args.commands is not None:
-        from jaxmb.control.crane_report import read_commands
+        from jaxmb.control.crane_report import check_command_table, read_commands
+        from jaxmb.models.crane import lift_tilt_crane_plant
 
         try:
             table = read_commands(args.commands, ("u_lift", "u_tilt"))
+            if args.t_final is None:  # the table's span
+                t_final = float(table.t[-1])
+            u_max = {f"u_{a.name}": float(a.valve.u_max) for a in lift_tilt_crane_plant().actuators}
+            table, clipped = check_command_table(
+                table, t_final, u_max, args.commands, clip=args.clip_commands
+            )
         except ValueError as err:
             raise SystemExit(f"jaxmb: --commands: {err}") from None
+        if args.clip_commands:
+            notes["commands_clipped"] = clipped
+            print("--clip-commands: " + ", ".join(f"{k} {v} clipped" for k, v in clipped.items()))
         what = f"open-loop replay of {args.commands}"
     else:
+        if args.clip_commands:
+            raise SystemExit("jaxmb: --clip-commands: only for the replay of --commands")
         table = None
         what = "VDC closed loop on the A-B-C-D task"
     plant = None
@@ -194,6 +207,7 @@ def crane_cmd(args: argparse.Namespace) -> int:
         plant=plant,
         gains=gains,
         commands=table,
+        notes=notes,
         t_final=t_final,
         dt_save=args.dt_save,
         payload=payload,
@@ -253,7 +267,8 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     crane_only = {"--commands": args.commands is not None, "--payload": args.payload != 0.0,
-                  "--params": args.params is not None, "--gains": args.gains is not None}  # fmt: skip
+                  "--params": args.params is not None, "--gains": args.gains is not None,
+                  "--clip-commands": args.clip_commands}  # fmt: skip
     given = [k for k, v in crane_only.items() if v]
     if given:
         raise SystemExit(f"jaxmb: {', '.join(given)}: not for --machine rpr3-flexible")
@@ -321,6 +336,11 @@ def machine_cmd(args: argparse.Namespace) -> int:
         )
     if args.commands is not None and args.gains is not None:
         raise SystemExit("jaxmb simulate: --gains: the replay of --commands has no controller")
+    if args.clip_commands:
+        raise SystemExit(
+            "jaxmb simulate: --clip-commands: only for --machine crane (a machine file's replay "
+            "reads a validated log)"
+        )
     if args.t_final is not None and not args.t_final > 0:
         raise SystemExit(
             f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
@@ -414,8 +434,8 @@ def simulate_cmd(args: argparse.Namespace) -> int:
         return crane_cmd(args)
     if args.machine == "rpr3-flexible":
         return rpr3_flexible_cmd(args)
-    if args.commands is not None or args.payload != 0.0:
-        raise SystemExit("jaxmb: --commands and --payload are for --machine crane")
+    if args.commands is not None or args.payload != 0.0 or args.clip_commands:
+        raise SystemExit("jaxmb: --commands, --clip-commands and --payload are for --machine crane")
     if args.t_final is None:
         args.t_final = 20.0
     import jax
@@ -770,6 +790,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--commands",
         default=None,
         help="crane: CSV with t, u_lift, u_tilt (s, V) replayed open loop (a log works too)",
+    )
+    p.add_argument(
+        "--clip-commands",
+        action="store_true",
+        help="crane: replay --commands outside a valve's range clipped to it (counted in the "
+        "report) instead of refusing them",
     )
     p.add_argument("--payload", type=float, default=0.0, help="crane: payload at the tool, kg")
     p.add_argument("--Lambda", default="1", help="Lambda (one value or phi,theta,delta)")

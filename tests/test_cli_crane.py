@@ -74,6 +74,52 @@ def test_replay_of_a_command_file(tmp_path, capsys):
     assert cols["x_lift"][-1] > cols["x_lift"][0]  # u > 0 extends the cylinder
     assert cols["q1"][-1] > cols["q1"][0]  # and extension raises the lift boom
     assert "control.csv" not in {p.name for p in out.iterdir()}
+    # issue 29: commands beyond the valves' +-10 V are replayed clipped only when asked, and
+    # the report counts them (the same table shape: the same compiled replay)
+    cmd.write_text("t,u_lift,u_tilt\n0,0,0\n0.2,1e6,-1\n0.5,2,-11\n")
+    clipped = tmp_path / "clipped"
+    argv = ["simulate", "--machine", "crane", "--commands", str(cmd), "--clip-commands"]
+    assert main([*argv, "--out", str(clipped), "--no-plots", "--quiet"]) == 0
+    assert "--clip-commands: u_lift 1 clipped, u_tilt 1 clipped" in capsys.readouterr().out
+    summary = json.loads((clipped / "summary.json").read_text())
+    assert summary["commands_clipped"] == {"u_lift": 1, "u_tilt": 1}
+    rows = np.loadtxt(clipped / "timeseries.csv", delimiter=",", skiprows=1)
+    cols = dict(zip(LOG_COLUMNS, rows.T, strict=True))
+    np.testing.assert_allclose(cols["t"][-1], 0.5)  # the table's span: the default --t-final
+    np.testing.assert_allclose(
+        cols["u_lift"], np.interp(cols["t"], [0, 0.2, 0.5], [0, 10, 2]), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        cols["u_tilt"], np.interp(cols["t"], [0, 0.2, 0.5], [0, -1, -10]), atol=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    "table, extra, message",
+    [
+        ("t,u_lift,u_tilt\n0,0,0\n0.5,2,-1\n", ["--t-final", "2"],
+         r"cmd\.csv: the table covers t = 0 \.\. 0\.5 s, not the run's 0 \.\. 2 s \(--t-final\); "
+         r"a replay does not hold commands beyond the table"),
+        ("t,u_lift,u_tilt\n0.1,0,0\n0.5,2,-1\n", [],
+         r"cmd\.csv: the table covers t = 0\.1 \.\. 0\.5 s, not the run's 0 \.\. 0\.5 s"),
+        ("t,u_lift,u_tilt\n0,0,0\n0.2,1e6,-1\n0.5,-1e6,-1\n", [],
+         r"cmd\.csv: column 'u_lift' has 2 of 3 commands outside the valve's range \+-10 V "
+         r"\(first 1e\+06 V at t = 0\.2 s; max \|u\| 1e\+06 V\); the valve saturates there: "
+         r"--clip-commands replays them clipped"),
+        (None, ["--clip-commands"], r"--clip-commands: only for the replay of --commands"),
+    ],
+)  # fmt: skip
+def test_command_tables_outside_the_run_or_the_valves_are_refused(tmp_path, table, extra, message):
+    """Issue 29: a table shorter than the run is not held at its last row, and commands
+    beyond a valve's range are not clipped, without a word; nothing is written."""
+    cmd = tmp_path / "cmd.csv"
+    args = ["simulate", "--machine", "crane", "--out", str(tmp_path / "o"), *extra]
+    if table is not None:
+        cmd.write_text(table)
+        args += ["--commands", str(cmd)]
+    with pytest.raises(SystemExit, match=message):
+        main(args)
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(
