@@ -55,6 +55,11 @@ def replay(
         if not 0 < t_final:
             raise ValueError(f"--t-final: expected a duration > 0 s, got {t_final}")
         t_end = float(log.t[0]) + t_final
+        if t_end > float(log.t[-1]) + 1e-9:  # the log's commands end there: no silent hold
+            raise ValueError(
+                f"--t-final: {t_final:g} s goes beyond {Path(log_path).name}, which spans "
+                f"{float(log.t[-1] - log.t[0]):g} s from its first sample"
+            )
     run = oe.predict(plant, cols, mode="free", stride=1, t_end=t_end)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

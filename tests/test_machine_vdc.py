@@ -168,8 +168,13 @@ def _without_task(tmp_path) -> Path:
         (["--gains", "g.json", "--commands", "x.parquet"], "the replay of --commands has no"),
         (["--t-final", "-1"], "--t-final: expected a duration > 0 s"),
         (["--gains", "MISSING.json"], "gains file 'MISSING.json': cannot read"),
+        (["--clip-commands"], "--clip-commands: only for --machine crane"),
+        # issue 29: a replay longer than its log is refused, not held at the last commands
+        (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
+          "--t-final", "1000"],
+         "--t-final: 1000 s goes beyond knuckle_telescope_validation.parquet, which spans"),
     ],
-)
+)  # fmt: skip
 def test_bad_machine_simulate_options_are_refused_before_any_compile(tmp_path, extra, message):
     out = tmp_path / "o"
     with pytest.raises(SystemExit, match=re.escape(message)):
