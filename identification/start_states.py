@@ -96,7 +96,12 @@ def start_state_residuals(
 
 def _estimate(theta, plant: HydraulicPlant, segments: Segments, dt: float):
     """(q0, qd0, p0) of every segment by damped Gauss-Newton from its own start state
-    (module docstring); ``theta`` is unused (the signature of `output_error.per_device`)."""
+    (module docstring); ``theta`` is unused (the signature of `output_error.per_device`).
+
+    Each iteration runs one simulation, forward mode, at its trial point: the residuals and
+    Jacobian of the point last accepted ride in the carry, so a rejected trial is not
+    recomputed and the compiled program holds the simulation once (its first iteration
+    evaluates the start, a step of zero)."""
     del theta
     n = plant.model.n
     nz = 2 * n + 2 * segments.p0.shape[1]
@@ -104,26 +109,25 @@ def _estimate(theta, plant: HydraulicPlant, segments: Segments, dt: float):
     def one(k):
         def res(z):
             r = start_state_residuals(z, plant, segments, k, dt)
-            return jnp.where(jnp.isfinite(r), r, 1e3)
+            r = jnp.where(jnp.isfinite(r), r, 1e3)
+            return r, r
 
         def step(carry, _):
-            z, cost, mu = carry
-            J = jax.jacfwd(res)(z)
-            r = res(z)
+            z, r, J, cost, mu = carry
             H = J.T @ J
             dz = -jnp.linalg.solve(H + mu * jnp.diag(jnp.diag(H) + 1e-12), J.T @ r)
-            trial = res(z + dz)
-            c_new = 0.5 * trial @ trial
-            better = c_new < cost  # Levenberg-Marquardt: accept and trust more, or damp more
-            return (
-                jnp.where(better, z + dz, z),
-                jnp.where(better, c_new, cost),
-                jnp.where(better, mu / 3.0, mu * 4.0),
-            ), None
+            J_t, r_t = jax.jacfwd(res, has_aux=True)(z + dz)
+            c_t = 0.5 * r_t @ r_t
+            better = c_t < cost  # Levenberg-Marquardt: accept and trust more, or damp more
+            keep = lambda new, old: jnp.where(better, new, old)  # noqa: E731
+            return (keep(z + dz, z), keep(r_t, r), keep(J_t, J), keep(c_t, cost),
+                    keep(mu / 3.0, mu * 4.0)), None  # fmt: skip
 
-        r0 = res(jnp.zeros(nz))
-        carry = (jnp.zeros(nz), 0.5 * r0 @ r0, jnp.asarray(1e-3))
-        return jax.lax.scan(step, carry, None, length=_ITERATIONS)[0][0]
+        R = segments.targets.shape[1] * segments.targets.shape[2]
+        # the start as iteration 0: no residuals yet (a zero step), any cost accepted
+        carry = (jnp.zeros(nz), jnp.zeros(R), jnp.zeros((R, nz)), jnp.asarray(jnp.inf),
+                 jnp.asarray(3e-3))  # fmt: skip
+        return jax.lax.scan(step, carry, None, length=_ITERATIONS + 1)[0][0]
 
     x = jax.vmap(one)(jnp.arange(segments.ts.shape[0])) * _unknowns_scale(segments, n)[None, :]
     return (
