@@ -61,11 +61,12 @@ def _positive(name: str, value) -> float:
 def check_cutoff(cutoff: float, t: Float[ArrayLike, " T"], source: str) -> None:
     """Refuse a low-pass ``cutoff`` (the CLI's ``--cutoff``) at or above the Nyquist frequency
     of the samples at times ``t``, naming their ``source``, before anything is filtered."""
-    fs = 1.0 / float(np.median(np.diff(np.asarray(t, float))))
+    t = np.asarray(t, float)
+    fs = 1.0 / float(np.median(np.diff(t)))
     if not cutoff < fs / 2:
         raise ValueError(
-            f"--cutoff: expected below the Nyquist frequency of {source} (fs/2 = {fs / 2:g} Hz), "
-            f"got {cutoff:g} Hz"
+            f"--cutoff: expected below the Nyquist frequency of {source} (fs/2 = {fs / 2:g} Hz: "
+            f"{t.size} samples over {t[-1] - t[0]:g} s), got {cutoff:g} Hz"
         )
 
 

@@ -470,7 +470,7 @@ def test_cli_accepts_negative_numbers_as_values():
         (
             ["identify", "data/kr300/kr300_traj_A.parquet", "--model", "kr300", "--cutoff", "200"],
             r"--cutoff: expected below the Nyquist frequency of kr300_traj_A\.parquet "
-            r"\(fs/2 = 125 Hz\), got 200 Hz",
+            r"\(fs/2 = 125 Hz: 2501 samples over 10 s\), got 200 Hz",
         ),
         (
             [
@@ -482,7 +482,8 @@ def test_cli_accepts_negative_numbers_as_values():
                 "600",
             ],
             r"--cutoff: expected below the Nyquist frequency of "
-            r"synthetic_crane_payload_excitation\.parquet \(fs/2 = 500 Hz\), got 600 Hz",
+            r"synthetic_crane_payload_excitation\.parquet \(fs/2 = 500 Hz: 40001 samples over 40 s\), "
+            r"got 600 Hz",
         ),
         (["simulate", "--t-final", "nan"], "--t-final and --dt-save must be positive"),
         (["state", "--q", "0.1,nan,0.1"], "--q: expected 3 finite numbers"),
