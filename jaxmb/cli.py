@@ -1020,8 +1020,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.dt_save is None:
             args.dt_save = 0.001 if crane else 0.01
-    # compiled programs persist across runs (jaxmb.compile_cache); they hold no host
-    # callback for that, so run-time checks give NaN and each command raises from the status
+    # compiled programs persist across runs where $JAXMB_COMPILE_CACHE asks for it
+    # (jaxmb.compile_cache); they hold no host callback for that, so run-time checks give NaN
+    # and each command raises from the status
     from jaxmb import compile_cache
     from jaxmb.model import failures_as_nan
 

@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache, where jaxmb's commands keep their compiled programs.
+"""JAX's persistent compilation cache, where jaxmb's commands can keep their compiled programs.
 
 A closed-loop crane simulation or an identification compiles for tens of seconds; the cache
 makes that a one-time cost per shape: the second run of a command with the same shapes loads
@@ -6,9 +6,15 @@ its programs from disk. JAX writes no program that holds a host callback (a rais
 ``equinox.error_if``, a progress meter) to the cache, so the commands trace their programs
 inside `jaxmb.model.failures_as_nan` and raise from the returned status instead.
 
-Where: ``$JAXMB_COMPILE_CACHE`` if set (a folder, or ``off`` to switch the cache off), else
-``$XDG_CACHE_HOME/jaxmb/xla`` (``~/.cache/jaxmb/xla``). Its size is bounded by
-``$JAXMB_COMPILE_CACHE_MAX_MB`` (default 2048): JAX evicts the least recently used programs.
+Off unless asked for. With jaxlib 0.10.2 on CPU, loading one of the project's programs back
+from the cache kills the process (a segmentation fault in XLA while it deserializes the
+executable): the crane tuning's forward-mode pass through the closed loop
+(`control.crane_tuning`), written by one run and read by the next, every time; the same
+program compiled afresh runs. Until the loader is fixed upstream a user opts in, knowing it:
+``$JAXMB_COMPILE_CACHE`` set to ``on`` (the folder ``$XDG_CACHE_HOME/jaxmb/xla``, i.e.
+``~/.cache/jaxmb/xla``) or to a folder; ``off`` (or unset) switches it off. Its size is
+bounded by ``$JAXMB_COMPILE_CACHE_MAX_MB`` (default 2048): JAX evicts the least recently used
+programs.
 """
 
 from __future__ import annotations
@@ -24,17 +30,19 @@ __all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable", "mapped_regions", "reliev
 
 ENV = "JAXMB_COMPILE_CACHE"
 ENV_MAX_MB = "JAXMB_COMPILE_CACHE_MAX_MB"
-_OFF = ("off", "0", "false", "no", "none")
+_OFF = ("", "off", "0", "false", "no", "none")
+_ON = ("on", "1", "true", "yes")
 # programs that compile faster than this are not worth a disk entry (nor the read back)
 MIN_COMPILE_TIME_S = 0.2
 
 
 def cache_dir(environ=os.environ) -> Path | None:
-    """The cache folder the environment asks for, or None where it switches the cache off."""
+    """The cache folder the environment asks for (``on``: the user's cache folder), or None
+    where it leaves the cache off (the default: module docstring)."""
     given = environ.get(ENV, "").strip()
     if given.lower() in _OFF:
         return None
-    if given:
+    if given.lower() not in _ON:
         return Path(given).expanduser()
     base = environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
     return Path(base) / "jaxmb" / "xla"

@@ -11,10 +11,9 @@ import pytest  # noqa: E402
 import jaxmb  # noqa: E402
 from jaxmb import compile_cache  # noqa: E402
 
-# the persistent compilation cache, as the CLI uses it (its folder, or $JAXMB_COMPILE_CACHE):
-# a program compiled once, by either pytest worker, by an earlier module (the caches are cleared
-# between modules, below) or an earlier run, is read back instead of compiled again. Programs
-# that hold a host callback (a raising run-time check) are compiled every time.
+# the persistent compilation cache as the CLI has it: off unless $JAXMB_COMPILE_CACHE asks for
+# it (jaxlib 0.10.2's CPU loader crashes on the crane tuning's program: jaxmb.compile_cache).
+# tests/test_compile_cache.py runs it in a folder of its own.
 compile_cache.enable()
 
 hypothesis.settings.register_profile(
