@@ -118,8 +118,8 @@ def relieve(fraction: float = 0.5) -> bool:
     Why: XLA's CPU JIT maps every kernel of every compiled program on its own (a closed loop
     of a hydraulic machine holds thousands of mappings), and a process past the limit dies
     in its next allocation, a segmentation fault with no message. Long commands call this
-    between their stages; what a later stage needs again is traced anew and its compiled
-    code read back from the persistent cache."""
+    between their stages; what a later stage needs again is traced and compiled anew (or read
+    back from the persistent cache where it is on)."""
     n = mapped_regions()
     if n is None or n <= fraction * _map_limit():
         return False
