@@ -45,7 +45,7 @@ from jaxmb.model import failures_as_nan
 from jaxmb.simulate import simulate
 
 from .studies import CraneStudy, SolverOptions
-from .tuning import adam_search, failed_step, gains_of, tracking_term
+from .tuning import adam_search, failed_step, gains_of, tracking_term, tuning_provenance
 from .vdc_control import VDCController
 
 __all__ = [
@@ -267,6 +267,7 @@ def tune_crane(
     rtol: float = 1e-8,
     atol: float = 1e-10,
     progress: bool = True,
+    description: dict | None = None,
 ) -> dict:
     """Tune ``base``'s VDC gains over the samples ``indices`` of ``study``'s distribution by
     Adam (`tuning.adam_search`: ``out/history.csv`` and ``out/tune_state.json`` as it goes,
@@ -275,6 +276,10 @@ def tune_crane(
     ``{"gains", "history", "peak", "pressure_excess", "conflicts", "step"}``."""
     values = study.values(indices)
     fn, g0 = crane_loss_and_gradient(study, base, values, weights, rtol, atol)
+    provenance = tuning_provenance(
+        study, g0, indices, values, steps=steps, learning_rate=learning_rate, weights=weights,
+        rtol=rtol, atol=atol, description=description,
+    )  # fmt: skip
     names, acts = study.coordinate_names, study.plant.actuators
 
     def record(index, J, aux, theta):
@@ -294,7 +299,7 @@ def tune_crane(
     # traced under failures_as_nan: a sample that leaves the crane's domain is a failed run
     with failures_as_nan():
         history = adam_search(fn, g0, Path(out), steps=steps, learning_rate=learning_rate,
-                              record=record, progress=progress)  # fmt: skip
+                              record=record, progress=progress, provenance=provenance)  # fmt: skip
     best = min([h for h in history if h["feasible"]] or history, key=lambda h: h["loss"])
     peak = np.array([best[f"peak_{a.name}"] for a in acts])
     px = np.array([best[f"pressure_excess_{i}"] for i in range(2 * len(acts))])

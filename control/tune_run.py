@@ -105,7 +105,7 @@ def crane_validation(table, study, gains: dict) -> dict:
     return out
 
 
-def _tune_arm(study, given, section, m, out, progress):
+def _tune_arm(study, given, section, m, out, progress, description):
     initial = section.get("initial", {})
     bad = sorted(set(initial) - set(GAIN_NAMES))
     if bad:
@@ -119,7 +119,7 @@ def _tune_arm(study, given, section, m, out, progress):
         study, start, TUNING_OFFSET + np.arange(m), out,
         steps=int(section.get("steps", 30)),
         learning_rate=float(section.get("learning_rate", 0.1)),
-        weights=_weights(section, TuningWeights), progress=progress,
+        weights=_weights(section, TuningWeights), progress=progress, description=description,
     )  # fmt: skip
     tuning = {
         "dbar": result["dbar"].tolist(),
@@ -130,7 +130,7 @@ def _tune_arm(study, given, section, m, out, progress):
     return result, tuning
 
 
-def _tune_crane(study, given, section, m, out, progress):
+def _tune_crane(study, given, section, m, out, progress, description):
     initial = section.get("initial", {})
     bad = sorted(set(initial) - set(VDC_GAINS))
     if bad:
@@ -140,7 +140,7 @@ def _tune_crane(study, given, section, m, out, progress):
         study, start, TUNING_OFFSET + np.arange(m), out,
         steps=int(section.get("steps", 20)),
         learning_rate=float(section.get("learning_rate", 0.1)),
-        weights=_weights(section, CraneTuningWeights), progress=progress,
+        weights=_weights(section, CraneTuningWeights), progress=progress, description=description,
     )  # fmt: skip
     tuning = {
         "peak_command_over_u_max": result["peak"].tolist(),
@@ -205,8 +205,10 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
     m = int(section.get("samples", 4))
     arm = scenario == "section_iv"
     names = GAIN_NAMES if arm else VDC_GAINS
+    # what the tuning's rows depend on besides the study's numbers: its description (the
+    # study table, without the [tune] settings that tune_provenance records itself)
     result, tuning = (_tune_arm if arm else _tune_crane)(tune_study, given, section, m, out,
-                                                          progress)  # fmt: skip
+                                                          progress, desc)  # fmt: skip
     write_gains(out / "gains.json", scenario, result["gains"], tuning_samples=m)
     summary: dict = {
         "scenario": scenario,

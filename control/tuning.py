@@ -27,8 +27,10 @@ checks the gradient against central finite differences.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 
 import equinox as eqx
@@ -40,10 +42,12 @@ import optax
 from jaxmb.model import failures_as_nan
 
 from .bounds import ultimate_bounds
+from .montecarlo import values_hash
 from .robust import RobustController
 from .studies import ArmStudy
 
 __all__ = [
+    "tuning_provenance",
     "TuningWeights",
     "GAIN_NAMES",
     "tuning_loss",
@@ -186,13 +190,16 @@ def tune(
     rtol: float = 1e-8,
     atol: float = 1e-10,
     progress: bool = True,
+    description: dict | None = None,
 ) -> dict:
     """Tune ``base``'s gains over the samples ``indices`` of ``study``'s distribution.
 
     Writes ``out/history.csv`` (one row per step: loss, its terms, dbar, the gains) and
     ``out/tune_state.json`` (the optimiser's state) as it goes; called again on the same
     ``out`` it resumes from the last step. Adam's step decays exponentially to a tenth of
-    ``learning_rate`` over ``steps``. The result is the step of least loss among those whose
+    ``learning_rate`` over ``steps``; a resume checks the saved state's configuration and
+    sampled parameters (`tuning_provenance`, with ``description``: the study's description,
+    where the caller has one). The result is the step of least loss among those whose
     gains met eq. (25) with the margin and the actuator limits (else the last). Returns
     ``{"gains", "history", "dbar", "peak", "kappa_exceeds_dbar", "conflicts", "step"}``."""
     # traced under failures_as_nan: a trial stage outside the arm's domain is a rejected step
@@ -202,31 +209,109 @@ def tune(
     options = replace(study.options, rtol=rtol, atol=atol, method="tsit5")
     with failures_as_nan():
         return _tune(study, base, indices, Path(out), steps, learning_rate, weights, options,
-                     progress)  # fmt: skip
+                     progress, description)  # fmt: skip
+
+
+def tuning_provenance(study, g0: dict, indices, values, **settings) -> dict:
+    """What a tuning's rows depend on, for `adam_search` to check a resume against (issue 29:
+    results of two configurations never mix): the study's numbers (every array leaf: nominal
+    plant, distribution, horizon, references), the start gains ``g0``, the tuning ``settings``
+    (steps, learning rate, weights, tolerances, the study's description where the caller has
+    one), and the sampled parameters. Returns ``{"configuration": {...}, "config_sha256",
+    "values_sha256"}`` (`montecarlo.values_hash`: the same hash as a Monte Carlo chunk's)."""
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(eqx.filter(study, eqx.is_array)):
+        a = np.asarray(leaf)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    configuration = {
+        "study_arrays_sha256": h.hexdigest(),
+        "g0": {k: np.asarray(v).tolist() for k, v in g0.items()},
+        "samples": int(np.size(indices)),
+        **{k: asdict(v) if is_dataclass(v) else v for k, v in settings.items()},
+    }
+    text = json.dumps(configuration, sort_keys=True, default=str)
+    return {
+        "configuration": json.loads(text),
+        "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "values_sha256": values_hash(indices, np.asarray(values)),
+    }
+
+
+def _saved_state(path: Path, template) -> tuple | None:
+    """``(saved, leaves)`` of a tune_state.json, or None where it is corrupted: not JSON, its
+    hashes or history missing, or optimiser leaves that do not fit ``template``."""
+    try:
+        saved = json.loads(path.read_text())
+        ok = isinstance(saved, dict) and all(
+            k in saved for k in ("config_sha256", "values_sha256", "configuration", "state")
+        )
+        ok = ok and isinstance(saved.get("history"), list)
+        ok = ok and all(isinstance(r, dict) and "loss" in r for r in saved["history"])
+        like = jax.tree.leaves(template)
+        ok = ok and len(saved["state"]) == len(like)
+        # each leaf in its template's dtype: Adam's step count stays int32, as in a run that
+        # was never stopped (an int64 count gives another decay schedule to round-off)
+        leaves = (
+            [jnp.asarray(x, t.dtype) for x, t in zip(saved["state"], like, strict=True)]
+            if ok
+            else []
+        )
+        ok = ok and all(x.shape == t.shape for x, t in zip(leaves, like, strict=True))
+    except (OSError, ValueError, TypeError):
+        return None
+    return (saved, leaves) if ok else None
+
+
+def _check_resume(saved: dict, provenance: dict, out: Path) -> None:
+    """Refuse to resume a tuning whose saved rows came from another configuration or other
+    sampled parameters, naming what differs and how to start afresh."""
+    afresh = f"remove {out} to start afresh, or pass another --out"
+    if saved["config_sha256"] != provenance["config_sha256"]:
+        old, new = saved["configuration"], provenance["configuration"]
+        differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        raise ValueError(
+            f"tune: {out} holds {len(saved['history'])} step(s) of a tuning with another "
+            f"configuration (differs in: {', '.join(differ) or 'its hash'}); {afresh}"
+        )
+    if saved["values_sha256"] != provenance["values_sha256"]:
+        raise ValueError(
+            f"tune: {out} holds a tuning of the same configuration on other sampled "
+            f"parameters (their hash differs: the sampling changed); {afresh}"
+        )
 
 
 def adam_search(step, g0: dict, out: Path, *, steps: int, learning_rate: float, record,
-                progress: bool = True) -> list[dict]:  # fmt: skip
+                progress: bool = True, provenance: dict) -> list[dict]:  # fmt: skip
     """Adam over log-gains ``theta`` (``g = g0 exp(theta)``, from ``theta = 0``), the loop both
     tuners share.
 
     ``step(theta) -> ((J, aux), dJ/dtheta)``; ``record(k, J, aux, theta) -> row`` makes the
     history row of step ``k`` (a dict of floats) and raises where the step's runs failed.
-    Writes ``out/history.csv`` and ``out/tune_state.json`` (the optimiser's state) after every
-    step; called again on the same ``out`` with the same ``g0`` it resumes from the last step.
-    Adam's step decays exponentially to a tenth of ``learning_rate`` over ``steps``, so that
-    the gains settle rather than circle. Returns the history."""
+    Writes ``out/history.csv`` and ``out/tune_state.json`` (the optimiser's state, and the
+    `tuning_provenance` hashes) after every step. Called again on the same ``out`` it resumes
+    from the last step where both hashes match; another configuration's or other samples'
+    state is refused (ValueError); a corrupted state file is reported on stderr and the tuning
+    starts afresh, never trusted. Adam's step decays exponentially to a tenth of
+    ``learning_rate`` over ``steps``, so that the gains settle rather than circle. Returns
+    the history."""
     out.mkdir(parents=True, exist_ok=True)
     opt = optax.adam(optax.exponential_decay(learning_rate, steps, 0.1))
     theta = {k: jnp.zeros_like(v) for k, v in g0.items()}
     state = opt.init(theta)
     history: list[dict] = []
     state_path, hist_path = out / "tune_state.json", out / "history.csv"
-    g0_json = {k: np.asarray(v).tolist() for k, v in g0.items()}
     if state_path.exists():
-        saved = json.loads(state_path.read_text())
-        if saved.get("g0") == g0_json:
-            leaves = [jnp.asarray(x) for x in saved["state"]]
+        loaded = _saved_state(state_path, (theta, state))
+        if loaded is None:
+            print(
+                f"tune: {state_path} is corrupted (unreadable, or without its hashes); "
+                "starting the tuning afresh",
+                file=sys.stderr,
+            )
+        else:
+            saved, leaves = loaded
+            _check_resume(saved, provenance, out)
             theta, state = jax.tree.unflatten(jax.tree.structure((theta, state)), leaves)
             history = saved["history"]
     bar = None
@@ -241,7 +326,10 @@ def adam_search(step, g0: dict, out: Path, *, steps: int, learning_rate: float, 
         updates, state = opt.update(g, state, theta)
         theta = optax.apply_updates(theta, updates)
         leaves = [np.asarray(x).tolist() for x in jax.tree.leaves((theta, state))]
-        state_path.write_text(json.dumps({"g0": g0_json, "state": leaves, "history": history}))
+        record_ = {**provenance, "state": leaves, "history": history}
+        tmp = state_path.with_suffix(".json.tmp")  # a kill mid-write leaves the old state whole
+        tmp.write_text(json.dumps(record_))
+        tmp.replace(state_path)
         with open(hist_path, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(history[0]))
             w.writeheader()
@@ -263,9 +351,14 @@ def failed_step(k: int, gains: dict) -> RuntimeError:
     )
 
 
-def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress) -> dict:
+def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress,
+          description) -> dict:  # fmt: skip
     g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
     values = jnp.asarray(study.values(indices))
+    provenance = tuning_provenance(
+        study, g0, indices, values, steps=steps, learning_rate=learning_rate, weights=weights,
+        rtol=options.rtol, atol=options.atol, description=description,
+    )  # fmt: skip
     step = eqx.filter_jit(
         jax.value_and_grad(
             lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
@@ -291,7 +384,7 @@ def _tune(study, base, indices, out, steps, learning_rate, weights, options, pro
         return row
 
     history = adam_search(step, g0, out, steps=steps, learning_rate=learning_rate,
-                          record=record, progress=progress)  # fmt: skip
+                          record=record, progress=progress, provenance=provenance)  # fmt: skip
     # the result: the step of least loss among those that met eq. (25) with the margin and
     # the limits (the last step if none did), with the figures its own runs gave (dbar, peak
     # and bound from the tuning sample at the tuning tolerance: no second compile)

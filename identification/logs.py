@@ -83,7 +83,7 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Float
 
-from jaxmb.model import coordinate_joint_types
+from jaxmb.model import as_real_array, check_type, coordinate_joint_types
 
 __all__ = [
     "KINDS",
@@ -169,7 +169,7 @@ def _canonical(meta: Mapping[str, Any]) -> str:
 
 
 def _frozen(x, what: str) -> np.ndarray:
-    a = np.array(x, dtype=np.float64, copy=True)
+    a = np.array(as_real_array(x, f"column {what!r}", host=True), copy=True)
     if a.ndim != 1:
         raise LogError(f"column {what!r}: expected a 1-D array, got shape {a.shape}")
     a.flags.writeable = False  # logs are immutable data
@@ -194,7 +194,9 @@ class Log(eqx.Module):
     def __init__(self, t, signals: Mapping[str, Any], sidecar: str | Mapping | None = None):
         self.t = _frozen(t, "t")
         if not isinstance(signals, Mapping):
-            raise LogError(f"signals: expected a mapping name -> array, got {type(signals)}")
+            raise TypeError(
+                f"Log: signals: expected a mapping name -> array, got {type(signals).__name__}"
+            )
         out = {}
         for name, x in signals.items():
             if not isinstance(name, str) or not name:
@@ -596,6 +598,8 @@ def read_log(
 
     Raises `LogError` (a `ValueError`) naming the file and the column; `FileNotFoundError` for a
     missing table."""
+    check_type(path, (str, os.PathLike), "read_log: path")
+    check_type(schema, (LogSchema, type(None)), "read_log: schema")
     path = Path(path)
     _format(path)
     if not path.is_file():
@@ -764,8 +768,8 @@ def validate_log(
             ``n_equations`` the number of ``tau_``, ``f_`` and ``p_`` columns (each sample of
             each gives one equation of a regressor or output-error fit).
     """
-    if not isinstance(log, Log):
-        raise ValueError(f"validate_log: expected a Log, got {type(log).__name__}")
+    check_type(log, Log, "validate_log: log")
+    check_type(schema, LogSchema, "validate_log: schema (see schema_for)")
     if isinstance(required, str):
         raise ValueError(f"validate_log: required must be a sequence of names, got {required!r}")
     problems: list[str] = []

@@ -47,6 +47,7 @@ import numpy as np
 
 import jaxmb
 from jaxmb.hydraulics import StribeckFriction
+from jaxmb.model import check_number, check_type
 from jaxmb.models.machine import Machine
 from jaxmb.plant import HydraulicPlant
 
@@ -262,6 +263,12 @@ def identify_mechanics(
     body is then known (the file's centre) and moved to the right-hand side. Otherwise the payload
     is fitted with the booms. ``stribeck``: fit the static friction force too (see
     `equations`)."""
+    check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.models.machine)")
+    check_type(log, Log, "identify_mechanics: log")
+    if payload_known is not None:
+        check_number(payload_known, "identify_mechanics: payload_known (kg)", at_least=0)
+    check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
+    check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
     if not (np.isfinite(prior_weight) and prior_weight > 0):
         raise ValueError(f"prior_weight: expected a number > 0, got {prior_weight!r}")
     has_payload = machine.payload is not None

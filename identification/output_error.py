@@ -67,6 +67,7 @@ from jaxtyping import Array, Float
 
 from jaxmb import compile_cache
 from jaxmb.hydraulics import LuGreFriction
+from jaxmb.model import as_real_array, check_number, check_type
 from jaxmb.plant import HydraulicPlant
 from jaxmb.simulate import CommandTable, simulate
 
@@ -266,6 +267,13 @@ def make_segments(
     Start states: see the module docstring. Scales ``s_c``: the standard deviation of each
     residual signal over the whole log unless ``scales`` gives it. ``dt``: the solver step of
     `simulate_segments` (s); the log must be uniformly sampled with a period dividing it."""
+    check_type(plant, HydraulicPlant, "make_segments: plant")
+    check_type(
+        log, Mapping, "make_segments: log (columns by name; see hydraulic_route.log_columns)"
+    )
+    check_number(segment_time, "make_segments: segment_time (s)", above=0)
+    check_number(stride, "make_segments: stride", integer=True, at_least=1)
+    check_number(dt, "make_segments: dt (s)", above=0)
     required = (
         ["t"]
         + list(plant.coordinate_names)
@@ -548,7 +556,18 @@ def fit(
     together, cached). Uncertainty: ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 =
     |r|^2 / (N - P)`` over the N weighted residuals, and ``std(value) = value * std(theta)``
     (first order)."""
-    th0 = initial_theta(plant, spec) if theta0 is None else jnp.asarray(theta0, float)
+    check_type(plant, HydraulicPlant, "fit: plant")
+    check_type(spec, HydraulicParameters, "fit: spec")
+    check_type(segments, Segments, "fit: segments (see make_segments)")
+    check_number(bound, "fit: bound", above=0)
+    check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
+    for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
+        check_number(x, f"fit: {name}", above=0)
+    th0 = (
+        initial_theta(plant, spec)
+        if theta0 is None
+        else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
+    )
     if th0.shape != (len(spec),):
         raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
     # a hydraulic identify runs several fits, each compiling its residual and Jacobian
@@ -728,6 +747,8 @@ def predict(
 
     Returns ``{"t": (M,), "predicted": {c: (M,)}, "measured": {c: (M,)}, "rmse": {c: float}}``
     (SI units; the segments' start samples are left out)."""
+    check_type(plant, HydraulicPlant, "predict: plant")
+    check_type(log, Mapping, "predict: log (columns by name; see hydraulic_route.log_columns)")
     if mode not in ("segments", "free"):
         raise ValueError(f"predict: mode must be 'segments' or 'free', got {mode!r}")
     if mode == "free":

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.dynamics import inertial_parameters
-from jaxmb.model import Model, replace_body
+from jaxmb.model import Model, check_number, check_type, replace_body
 
 from . import consistent as cons
 from . import regressor as rg
@@ -255,6 +255,18 @@ def identify_rigid(
     (prior 1): ``tau = W pi - sum_k s_k f_k(q)``; ``known_forces`` enter with scale 1, not
     identified (e.g. a spring whose parameters come from a datasheet, when the log's range of
     motion cannot separate it from gravity). See the module docstring."""
+    where = "identify_rigid"
+    check_type(model, Model, f"{where}: model")
+    check_type(log, Log, f"{where}: log (read a file with jaxmb.identification.read_log)")
+    check_type(drives, (Drives, type(None)), f"{where}: drives")
+    check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
+    check_number(stride, f"{where}: stride", integer=True, at_least=1)
+    if edge is not None:
+        check_number(edge, f"{where}: edge (s)", at_least=0)
+    check_number(coulomb_width, f"{where}: coulomb_width (rad/s)", above=0)
+    check_number(stribeck_velocity, f"{where}: stribeck_velocity (rad/s)", above=0)
+    if isinstance(terms, str):
+        raise TypeError(f"{where}: terms: expected a sequence of term names, got str {terms!r}")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
@@ -355,6 +367,9 @@ def predict_torques(
     """Generalized forces the identified model predicts from ``log``'s motion (positions
     filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
     the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``."""
+    check_type(result, RigidIdentification, "predict_torques: result")
+    check_type(log, Log, "predict_torques: log")
+    check_number(cutoff, "predict_torques: cutoff (Hz)", above=0)
     s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge, drives=result.drives)
     W = rg.stacked_regressor(
         result.model,

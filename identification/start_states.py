@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxmb.model import check_number, check_type
 from jaxmb.plant import HydraulicPlant
 
 from .output_error import Segments, make_segments, per_device, simulate_one, with_scales
@@ -148,6 +149,10 @@ def estimate_start_states(
     """``segments`` with every start state estimated for ``plant`` from ``heads``
     (`head_segments`; module docstring), each signal weighted by ``segments``' scales (the
     fit's noise levels). Same shapes: the compiled fit serves the result."""
+    check_type(plant, HydraulicPlant, "estimate_start_states: plant")
+    check_type(heads, Segments, "estimate_start_states: heads (see head_segments)")
+    check_type(segments, Segments, "estimate_start_states: segments")
+    check_number(dt, "estimate_start_states: dt (s)", above=0)
     heads = with_scales(heads, np.asarray(segments.scale))
     q0, qd0, p0 = _estimate_jit(plant, heads, dt)
     return eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), segments, (q0, qd0, p0))

@@ -25,7 +25,8 @@ import abc
 import contextlib
 import functools
 import inspect
-from collections.abc import Mapping
+import typing
+from collections.abc import Iterable, Mapping
 
 import equinox as eqx
 import jax
@@ -44,6 +45,9 @@ __all__ = [
     "replace_body",
     "replace_placement",
     "runtime_check",
+    "as_real_array",
+    "check_type",
+    "check_number",
     "check_finite",
     "check_all_finite",
     "finite_inputs",
@@ -135,13 +139,82 @@ def runtime_check(x, pred, msg: str):
     return eqx.error_if(x, pred, msg)
 
 
+def _describe(x, a) -> str:
+    """What a rejected argument ``x`` (``a``: it as an array, or None) is, in a few words."""
+    text = repr(x)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    if a is None or a.dtype.kind == "O" or isinstance(x, str) or a.ndim == 0:
+        return f"{type(x).__name__} {text}"
+    if a.dtype.kind in "US":
+        return f"{type(x).__name__} of strings {text}"
+    return f"{type(x).__name__} of {a.dtype} {text}"
+
+
+def as_real_array(x, name: str, *, host: bool = False):
+    """``x`` as an array of real numbers (integers become the default float), or a
+    ``TypeError`` that names ``name`` and says what was expected: the type check of the public
+    functions' array arguments, run once at entry on concrete values. Traced values pass
+    unchanged (jit, vmap and grad already know their dtypes). ``host``: return a float64
+    numpy array (host data such as logs) instead of a JAX array."""
+    if isinstance(x, jax.core.Tracer):
+        return x
+    try:
+        a = x if isinstance(x, jax.Array) else np.asarray(x)
+    except (ValueError, TypeError):  # ragged nesting, objects numpy cannot hold
+        a = None
+    if a is None or a.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name}: expected real numbers (a float, or an array or list of floats), got "
+            f"{_describe(x, a)}"
+        )
+    if host:
+        return np.asarray(a, dtype=np.float64)
+    if a.dtype.kind in "iu":
+        return jnp.asarray(a, dtype=jax.dtypes.canonicalize_dtype(float))
+    return jnp.asarray(a)
+
+
+def check_type(value, expected: type | tuple[type, ...], name: str):
+    """``value`` unchanged if it is an instance of ``expected``, else a ``TypeError`` naming
+    ``name`` (the argument, with its function) and the types it accepts."""
+    if not isinstance(value, expected):
+        kinds = expected if isinstance(expected, tuple) else (expected,)
+        wanted = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+        raise TypeError(f"{name}: expected {wanted}, got {_describe(value, None)}")
+    return value
+
+
+def check_number(
+    value, name: str, *, integer: bool = False, above: float | None = None,
+    at_least: float | None = None,
+):  # fmt: skip
+    """A Python number option, checked at entry: an int (``integer``) or a real number, not a
+    bool, finite, and ``> above`` / ``>= at_least`` where given. ``TypeError`` for a wrong
+    type, ``ValueError`` for a wrong value; both name ``name`` and what was expected."""
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    what = "an integer" if integer else "a finite number"
+    if above is not None:
+        what += f" > {above}"
+    if at_least is not None:
+        what += f" >= {at_least}"
+    if isinstance(value, bool | np.bool_) or not isinstance(value, kinds):
+        raise TypeError(f"{name}: expected {what}, got {_describe(value, None)}")
+    if not (
+        np.isfinite(value)
+        and (above is None or value > above)
+        and (at_least is None or value >= at_least)
+    ):
+        raise ValueError(f"{name}: expected {what}, got {value!r}")
+    return value
+
+
 def check_finite(x, name: str):
     """``x`` as an array, refused if any entry is NaN or inf: concrete input raises
     ``ValueError`` now, traced input goes through `runtime_check` (an `equinox.error_if`, or NaN
     inside `failures_as_nan`). The message names the field."""
     if isinstance(x, jax.core.Tracer):
         return runtime_check(x, ~jnp.isfinite(x).all(), f"{name}: must be finite, got NaN or inf")
-    x = jnp.asarray(x)
+    x = as_real_array(x, name)
     bad = ~np.isfinite(np.asarray(x))
     if bad.any():
         raise ValueError(
@@ -179,25 +252,50 @@ _STATE_ARGUMENTS = ("q", "qd", "qdd", "qd_r", "qdd_r", "tau", "f", "wrench", "wr
 
 
 def finite_inputs(fn):
-    """Check a public function's concrete state arguments (``_STATE_ARGUMENTS``; for
-    ``wrenches`` each value) with `check_finite` before it runs, so a NaN or inf from Python
-    raises ``ValueError`` naming the argument. Traced arguments (inside jit, vmap, grad) pass
-    through to the function's own `check_finite`, which reports them at run time."""
+    """Check a public function's concrete arguments at entry, once, before anything traces:
+    the model-like first argument has its annotated type, and each state argument
+    (``_STATE_ARGUMENTS``; for ``wrenches``, a mapping, each value) is real numbers
+    (`as_real_array`: lists become arrays, integers floats) and finite (`check_finite`). A
+    wrong type raises ``TypeError``, a NaN or inf ``ValueError``, each naming the argument.
+    Traced arguments (inside jit, vmap, grad) pass through to the function's own
+    `check_finite`, which reports them at run time; a compiled step pays nothing."""
     signature = inspect.signature(fn)
     names = [n for n in _STATE_ARGUMENTS if n in signature.parameters]
+    first = next(iter(signature.parameters))
+    expected = []  # the first argument's class, resolved at the first call (forward references)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        bound = signature.bind_partial(*args, **kwargs).arguments
+        bound = signature.bind_partial(*args, **kwargs)
+        arguments = bound.arguments
+        if not expected:
+            hint = typing.get_type_hints(inspect.unwrap(fn)).get(first)
+            expected.append(hint if isinstance(hint, type) else object)
+        if first in arguments and not isinstance(arguments[first], expected[0]):
+            raise TypeError(
+                f"{fn.__name__}: {first}: expected a {expected[0].__name__}, got "
+                f"{_describe(arguments[first], None)}"
+            )
         for name in names:
-            x = bound.get(name)
-            if name == "wrenches" and isinstance(x, Mapping):
-                for frame, W in x.items():
-                    if not isinstance(W, jax.core.Tracer):
-                        check_finite(W, f"wrench on frame {frame!r}")
-            elif x is not None and not isinstance(x, jax.core.Tracer):
-                check_finite(x, name)
-        return fn(*args, **kwargs)
+            x = arguments.get(name)
+            if x is None and signature.parameters[name].default is inspect.Parameter.empty:
+                raise TypeError(f"{fn.__name__}: {name}: expected real numbers, got None")
+            if x is None or isinstance(x, jax.core.Tracer):
+                continue
+            if name == "wrenches":
+                if not isinstance(x, Mapping):
+                    raise TypeError(
+                        "wrenches: expected a mapping from frame names to 6-vector wrenches "
+                        f"[moment; force], got {_describe(x, None)}"
+                    )
+                arguments[name] = {
+                    frame: W if isinstance(W, jax.core.Tracer)
+                    else check_finite(W, f"wrench on frame {frame!r}")
+                    for frame, W in x.items()
+                }  # fmt: skip
+            else:
+                arguments[name] = check_finite(x, name)
+        return fn(*bound.args, **bound.kwargs)
 
     return wrapper
 
@@ -206,16 +304,18 @@ def _checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
     """Concrete input: raise ValueError now. Traced input (jit/vmap/grad): check at run time.
 
     ``bad(x)`` is a boolean (array) that is True where ``x`` is unacceptable."""
-    if shape is not None and tuple(np.shape(x)) != shape:
-        # "body 'b': com must be finite" -> "body 'b': com"; "X.K: must be > 0" -> "X.K"
-        field = msg.split(" must ")[0].rstrip(":")
-        raise ValueError(f"{field}: expected shape {shape}, got {tuple(np.shape(x))}")
+    # "body 'b': com must be finite" -> "body 'b': com"; "X.K: must be > 0" -> "X.K"
+    field = msg.split(" must ")[0].rstrip(":")
     if isinstance(x, jax.core.Tracer):
+        if shape is not None and x.shape != shape:
+            raise ValueError(f"{field}: expected shape {shape}, got {x.shape}")
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
         return runtime_check(x, jnp.any(bad(x)), msg)  # the returned x must be used
     with jax.ensure_compile_time_eval():  # concrete values stay concrete, even inside jit
-        x = jnp.asarray(x)
+        x = as_real_array(x, field)  # the type first: "abc" is no array of shape ()
+        if shape is not None and x.shape != shape:
+            raise ValueError(f"{field}: expected shape {shape}, got {x.shape}")
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
         x = jnp.asarray(x, dtype=x.dtype)  # drop weak typing: leaves have a definite dtype
@@ -305,6 +405,14 @@ class Body(eqx.Module):
     ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
+        for field, value in (("frame", frame), ("com_frame", com_frame)):
+            if not (isinstance(value, str) and value) and not (
+                field == "com_frame" and value is None
+            ):
+                raise TypeError(
+                    f"body {name!r}: {field}: expected a frame name (a non-empty string), got "
+                    f"{_describe(value, None)}"
+                )
         self.name = name
         self.frame = frame
         self.com_frame = com_frame
@@ -368,6 +476,11 @@ class Frame(eqx.Module):
         if name == WORLD:
             raise ValueError(
                 f"frame {name!r}: the name {WORLD!r} is reserved for the inertial frame"
+            )
+        if not isinstance(parent, str) or not parent:
+            raise TypeError(
+                f"frame {name!r}: parent: expected a frame name (a non-empty string), got "
+                f"{_describe(parent, None)}"
             )
         if joint not in JOINT_TYPES:
             raise ValueError(f"frame {name!r}: joint must be one of {JOINT_TYPES}, got {joint!r}")
@@ -449,13 +562,21 @@ class Model(eqx.Module):
         coordinate_map: CoordinateMap | None = None,
         augmented_names: tuple[str, ...] | None = None,
     ):
-        frames, bodies = tuple(frames), tuple(bodies)
-        for f in frames:
-            if not isinstance(f, Frame):
-                raise ValueError(f"frames must be Frame instances, got {type(f).__name__}")
-        for b in bodies:
-            if not isinstance(b, Body):
-                raise ValueError(f"bodies must be Body instances, got {type(b).__name__}")
+        checked = []
+        for what, items, cls in (("frames", frames, Frame), ("bodies", bodies, Body)):
+            if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+                raise TypeError(
+                    f"model: {what}: expected a sequence of {cls.__name__}, got "
+                    f"{_describe(items, None)}"
+                )
+            checked.append(tuple(items))
+            for x in checked[-1]:
+                if not isinstance(x, cls):
+                    raise TypeError(
+                        f"model: {what}: expected {cls.__name__} instances, got "
+                        f"{_describe(x, None)}"
+                    )
+        frames, bodies = checked
         self.frames = _topological(frames)
         names = [f.name for f in self.frames]
         self.bodies = bodies
@@ -505,7 +626,7 @@ class Model(eqx.Module):
             self.coordinate_names = augmented_names
         else:
             if not isinstance(coordinate_map, CoordinateMap):
-                raise ValueError(
+                raise TypeError(
                     f"model: coordinate_map must be a CoordinateMap, got {type(coordinate_map).__name__}"
                 )
             self.coordinate_names = tuple(coordinate_map.names)

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 from . import projection
 from .dynamics import forward_dynamics
 from .impact import Contact, Particle, gap, impact_jump
-from .model import Model
+from .model import Model, as_real_array
 from .plant import AbstractPlant
 from .projection import ConstrainedSystem
 from .simulate import call_compiled, desired_state
@@ -145,14 +145,21 @@ def simulate_sampled(
         )
     actuated = isinstance(plant, AbstractPlant)
     if not actuated and not isinstance(plant, Model | ConstrainedSystem):
-        raise ValueError(
-            "simulate_sampled: plant must be a Model, a ConstrainedSystem or an AbstractPlant, "
-            f"got {type(plant).__name__}"
+        raise TypeError(
+            "simulate_sampled: plant: expected a Model, a ConstrainedSystem or an "
+            f"AbstractPlant, got {type(plant).__name__}"
+        )
+    if not callable(controller):
+        raise TypeError(
+            f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
         )
     system = _system(plant)
     constrained = isinstance(system, ConstrainedSystem)
     n = plant.n
-    q0, qd0 = jnp.asarray(q0, dtype=float), jnp.asarray(qd0, dtype=float)
+    q0, qd0 = (
+        jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
+        for k, x in (("q0", q0), ("qd0", qd0))
+    )
     for name, x in (("q0", q0), ("qd0", qd0)):
         if x.shape != (n,):
             raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")

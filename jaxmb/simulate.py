@@ -26,7 +26,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from . import projection
 from .dynamics import forward_dynamics
-from .model import Model, _checked, check_finite, runtime_check
+from .model import Model, _checked, as_real_array, check_finite, runtime_check
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 from .rosenbrock import Rodas4
@@ -509,9 +509,18 @@ def simulate(
     actuated = isinstance(plant, AbstractPlant)
     constrained = isinstance(plant, ConstrainedSystem)
     if not constrained and not actuated and not isinstance(plant, Model):
-        raise ValueError(
-            "simulate: plant must be a Model, a ConstrainedSystem or an AbstractPlant, got "
+        raise TypeError(
+            "simulate: plant: expected a Model, a ConstrainedSystem or an AbstractPlant, got "
             f"{type(plant).__name__}"
+        )
+    if not callable(controller):
+        raise TypeError(
+            "simulate: controller: expected a callable (a function, an equinox module or a "
+            f"CommandTable), got {type(controller).__name__}"
+        )
+    if reference is not None and not callable(reference):
+        raise TypeError(
+            f"simulate: reference: expected a callable t -> q_d or None, got {type(reference).__name__}"
         )
     if inertia not in projection.INERTIA_FORMS:
         raise ValueError(
@@ -519,10 +528,9 @@ def simulate(
         )
     n = plant.n
     q0, qd0, ts = (
-        jnp.asarray(q0, dtype=float),
-        jnp.asarray(qd0, dtype=float),
-        jnp.asarray(ts, dtype=float),
+        as_real_array(x, f"simulate: {k}") for k, x in (("q0", q0), ("qd0", qd0), ("ts", ts))
     )
+    q0, qd0, ts = (jnp.asarray(x, dtype=float) for x in (q0, qd0, ts))
     for name, x in (("q0", q0), ("qd0", qd0)):
         if x.shape != (n,):
             raise ValueError(

@@ -302,6 +302,41 @@ def test_non_finite_and_misshaped_input_is_refused_at_entry(call, message):
         call()
 
 
+# -- the public API's types (issue 29, point 4) -----------------------------------------------
+
+
+def test_wrong_types_are_refused_at_the_public_boundary():
+    """Issue 29, point 4: a wrong type raises TypeError, a wrong value ValueError, each naming
+    the argument and what it expects, before anything traces (no raw AttributeError or JAX
+    dtype error from deep inside). One row per argument and kind of mistake, in
+    tests/api_type_cases.py; run as a user runs them, in a process without the test suite's
+    runtime type checker (which would answer first, in its own words)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("api_type_cases.py")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "rows passed" in run.stdout, run.stdout
+
+
+def test_lists_and_integers_are_taken_as_arrays_at_the_boundary():
+    """The boundary converts what it accepts: a list of floats or an integer array for q gives
+    the same mass matrix as the float array (a plain list used to fail inside the trace)."""
+    M = jaxmb.mass_matrix(ARM, jnp.array([0.1, 0.35, 0.1]))
+    np.testing.assert_array_equal(jaxmb.mass_matrix(ARM, [0.1, 0.35, 0.1]), M)
+    two = jaxmb.load_urdf(chain(("j1", "base", "a"), ("j2", "a", "b")))
+    np.testing.assert_array_equal(
+        jaxmb.mass_matrix(two, [1, 0]), jaxmb.mass_matrix(two, jnp.array([1.0, 0.0]))
+    )
+    W = {"F3": [0.0, 0.0, 0.0, 0.0, 1.0, 0.0]}
+    np.testing.assert_array_equal(
+        jaxmb.forward_dynamics(ARM, Q, ZERO, ZERO, W),
+        jaxmb.forward_dynamics(ARM, Q, ZERO, ZERO, {"F3": jnp.asarray(W["F3"])}),
+    )
+
+
 def test_traced_non_finite_input_is_refused_at_run_time():
     two = jaxmb.load_urdf(chain(("j1", "base", "a"), ("j2", "a", "b")))
     qs = jnp.array([[0.1, 0.2], [jnp.nan, 0.2]])

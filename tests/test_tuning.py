@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 
 from jaxmb.control import study_config
-from jaxmb.control.tuning import GAIN_NAMES, TuningWeights, controller_with, diagnose, tuning_loss
+from jaxmb.control.tuning import (
+    GAIN_NAMES,
+    TuningWeights,
+    adam_search,
+    controller_with,
+    diagnose,
+    tuning_loss,
+    tuning_provenance,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,6 +73,72 @@ def test_gradient_matches_finite_differences(tmp_path):
     assert analytic == pytest.approx(fd, rel=2e-3)
 
 
+class _Study(eqx.Module):
+    """A stand-in study: what `tuning_provenance` reads of one is its array leaves."""
+
+    nominal: jax.Array
+
+
+def _quadratic(g0, fail_at=None):
+    """A tuning loss ``sum (log g - log 2)^2`` with `adam_search`'s step and record: no
+    simulation, so resumption is tested on its own. ``fail_at``: the step that raises (a job
+    killed there)."""
+
+    def step(theta):
+        J, grad = jax.value_and_grad(
+            lambda th: sum(jnp.sum((th[k] + jnp.log(g0[k]) - jnp.log(2.0)) ** 2) for k in th)
+        )(theta)
+        return (J, {}), grad
+
+    def record(k, J, aux, theta):
+        if k == fail_at:
+            raise KeyboardInterrupt
+        return {"step": k, "loss": float(J)}
+
+    return step, record
+
+
+def _search(out, provenance, steps=4, fail_at=None):
+    g0 = {"K": jnp.array([1.0, 3.0])}
+    step, record = _quadratic(g0, fail_at)
+    return adam_search(step, g0, out, steps=steps, learning_rate=0.1, record=record,
+                       progress=False, provenance=provenance)  # fmt: skip
+
+
+def test_a_tuning_resumes_only_its_own_configuration(tmp_path, capsys):
+    """Issue 29, point 2: a resumed tuning continues exactly where it was stopped, and only
+    when its configuration and sampled parameters hash as the saved ones; otherwise it is
+    refused, naming what differs and how to start afresh, and nothing is overwritten. A
+    corrupted state file is reported and the tuning recomputed, never trusted."""
+    study = _Study(jnp.array([1.0, 2.0]))
+    g0 = {"K": jnp.array([1.0, 3.0])}
+
+    def provenance(study=study, lr=0.1, values=((0.5,),)):
+        return tuning_provenance(study, g0, [7], np.array(values), steps=4, learning_rate=lr)
+
+    whole = _search(tmp_path / "whole", provenance())
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        _search(out, provenance(), fail_at=2)
+    assert len(json.loads((out / "tune_state.json").read_text())["history"]) == 2
+    assert _search(out, provenance()) == whole  # the same rows, Adam's state restored
+
+    state = (out / "tune_state.json").read_text()
+    for other, message in [
+        (provenance(lr=0.2), r"another configuration \(differs in: learning_rate\)"),
+        (provenance(study=_Study(jnp.array([1.0, 2.5]))), r"differs in: study_arrays_sha256"),
+        (provenance(values=((0.6,),)), "same configuration on other sampled parameters"),
+    ]:
+        with pytest.raises(ValueError, match=message + f".*remove {out} to start afresh"):
+            _search(out, other)
+        assert (out / "tune_state.json").read_text() == state  # nothing overwritten
+
+    for corrupt in (state[: len(state) // 2], json.dumps({"state": [], "history": []})):
+        (out / "tune_state.json").write_text(corrupt)  # truncated; an old file without hashes
+        assert _search(out, provenance()) == whole
+        assert "tune_state.json is corrupted" in capsys.readouterr().err
+
+
 def test_diagnose_names_the_conflict():
     gains = {"kappa": np.array([10.0, 500.0, 50.0])}
     lines = diagnose(gains, np.array([20.0, 100.0, 80.0]), np.array([0.5, 1.3, 1.2]))
@@ -99,6 +173,11 @@ def test_tune_cli_writes_gains_that_simulate_and_montecarlo_load(tmp_path, capsy
     assert json.loads((out / "gains.json").read_text())["gains"] == gains["gains"]
     state = json.loads((out / "tune_state.json").read_text())
     assert len(state["history"]) == 2 and len(state["state"]) > 4
+    # issue 29: the same folder with another tuning configuration is refused before any step,
+    # naming the difference, and leaves the saved tuning as it was
+    with pytest.raises(SystemExit, match=r"another configuration \(differs in: steps\).*remove"):
+        main(["tune", str(cfg), "--out", str(out), "--steps", "3", "--quiet"])
+    assert (out / "history.csv").read_text().splitlines() == hist
     assert gains["scenario"] == "section_iv" and set(gains["gains"]) == set(GAIN_NAMES)
     # loaded by simulate (its printed kappa column is the tuned one) and by montecarlo
     sim = tmp_path / "sim"
