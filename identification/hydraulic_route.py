@@ -38,7 +38,7 @@ from . import drift, params_file, report, start_states
 from . import mechanics as mech
 from . import model_choice as choice
 from . import output_error as oe
-from .logs import Log, schema_for
+from .logs import Log, check_uniform, schema_for
 from .signals import check_cutoff
 
 __all__ = [
@@ -165,6 +165,9 @@ def identify_hydraulic(
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
     check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(log_path).name)
+    check_uniform(log if window is None else log.window(*window), Path(log_path).name)
+    for v in validate:
+        check_uniform(vlogs[Path(v).stem][0], Path(v).name)
     t0, t1 = (None, None) if window is None else window
     known = log.meta.get("conditions", {}).get("payload_kg")
     progress(

@@ -28,7 +28,7 @@ import numpy as np
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
-from .logs import read_log, schema_for
+from .logs import check_uniform, read_log, schema_for
 from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques
 from .signals import check_cutoff
 
@@ -125,6 +125,8 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         check_cutoff(options["cutoff"], lg.t, Path(path).name)
     if window is not None:
         log = log.window(*window)
+    for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
+        check_uniform(lg, Path(path).name)
     progress("identifying (regressor route)")
     res = identify_rigid(model, log, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")

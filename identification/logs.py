@@ -842,6 +842,30 @@ def sampling_report(log: Log) -> SamplingReport:
     return SamplingReport(dt, 1.0 / dt, jitter, len(gaps), gaps, jitter <= 1e-6 * dt)
 
 
+def check_uniform(log: Log, source: str) -> SamplingReport:
+    """Refuse a log that is not uniformly sampled, naming its ``source`` with the counts
+    (`sampling_report`): the identification filters and differentiates on a uniform grid, so
+    a gap or jittered time stamps are refused up front, before anything compiles, never
+    interpolated silently. Returns the report of a uniform log."""
+    rep = sampling_report(log)
+    if rep.uniform:
+        return rep
+    d = np.diff(log.t)
+    worst = int(np.argmax(np.abs(d - rep.dt)))
+    what = (
+        f"{rep.n_gaps} gap(s), the longest {float(d.max()):.4g} s from t = "
+        f"{float(log.t[int(np.argmax(d))]):.6g} s"
+        if rep.n_gaps
+        else f"time stamps jittered by up to {rep.jitter:.3g} s (at t = {float(log.t[worst]):.6g} s)"
+    )
+    raise LogError(
+        f"{source}: column 't': not uniformly sampled ({log.n} samples at a median interval of "
+        f"{rep.dt:.4g} s; {what}); expected one interval throughout (to 1e-6 of it). Put the "
+        "log on a uniform grid (jaxmb.identification.logs.resample, which refuses to bridge "
+        "long gaps) or fit a --window without the gap"
+    )
+
+
 def resample(
     log: Log, dt: float | None = None, method: str = "linear", *, max_gap: float | None = None
 ) -> Log:

@@ -456,7 +456,11 @@ def simulate_cmd(args: argparse.Namespace) -> int:
             gains.update(read_gains(args.gains, "section_iv"))
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
-    sc = section_iv(t_final=args.t_final, **gains)
+    try:  # the gains' shapes and signs, before anything compiles
+        sc = section_iv(t_final=args.t_final, **gains)
+    except (TypeError, ValueError) as err:
+        where = "" if args.gains is None else f"gains file {args.gains}: "
+        raise SystemExit(f"jaxmb simulate: {where}{err}") from None
     if args.form != "paper" or args.params is not None:
         import equinox as eqx
 

@@ -586,3 +586,115 @@ def test_tune_configurations_are_checked_before_anything_runs(tmp_path, edit, op
     with pytest.raises(SystemExit, match=message):
         main(["tune", str(cfg), "--out", str(out), "--quiet", *options])
     assert not out.exists()
+
+
+_KR300_A = "data/kr300/kr300_traj_A.parquet"
+_CRANE_LOG = "data/synthetic_crane/synthetic_crane_payload_excitation.parquet"
+
+
+def _gap(t):
+    keep = np.ones(t.size, bool)
+    keep[t.size // 3 : t.size // 3 + 100] = False  # 100 samples lost in transmission
+    return keep, t
+
+
+def _jitter(t):
+    return np.ones(t.size, bool), t + np.random.default_rng(0).normal(0.0, 0.05, t.size) * (
+        t[1] - t[0]
+    )
+
+
+def _repeated(t):
+    t = t.copy()
+    t[50] = t[49]
+    return np.ones(t.size, bool), t
+
+
+@pytest.mark.parametrize(
+    "source, model, role, defect, message",
+    [
+        (_KR300_A, "kr300", "fit", _gap, r"bad\.parquet: column 't': not uniformly sampled "
+         r"\(2401 samples at a median interval of 0\.004 s; 1 gap\(s\), the longest 0\.404 s "
+         r"from t = 3\.328 s\).*resample.*--window"),
+        (_KR300_A, "kr300", "validate", _jitter, r"bad\.parquet: column 't': not uniformly "
+         r"sampled \(2501 samples .*time stamps jittered by up to"),
+        (_KR300_A, "kr300", "fit", _repeated, r"bad\.parquet: log has 1 problem:\n- column 't': duplicated time stamp "
+         r"at index 50"),
+        (_CRANE_LOG, "crane", "validate", _gap, r"bad\.parquet: column 't': not uniformly "
+         r"sampled \(39901 samples at a median interval of 0\.001 s; 1 gap\(s\)"),
+        (_CRANE_LOG, "crane", "fit", _jitter, r"bad\.parquet: column 't': not uniformly "
+         r"sampled .*jittered"),
+    ],
+)  # fmt: skip
+def test_logs_with_gaps_jitter_or_repeated_times_are_refused_up_front(
+    tmp_path, source, model, role, defect, message
+):
+    """Issue 29, point 3: a fit or --validate log with a gap, jittered time stamps or a
+    repeated time is refused before anything compiles, naming the file and the counts, and
+    nothing is written. (Resampling such a log is issue 31's.)"""
+    import shutil
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    keep, t = defect(table["t"].to_numpy())
+    table = table.set_column(0, "t", pa.array(t)).filter(pa.array(keep))
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table, bad)
+    shutil.copy(Path(source).with_suffix(".json"), bad.with_suffix(".json"))
+    fit, others = (str(bad), []) if role == "fit" else (source, ["--validate", str(bad)])
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        main(["identify", fit, "--model", model, "--out", str(out), "--quiet", *others])
+    assert not out.exists()
+
+
+_GAINS = {"scenario": "section_iv", "gains": {"K": [300.0, 300.0, 300.0]}}
+
+
+@pytest.mark.parametrize(
+    "files, argv, message",
+    [
+        ({"p.json": "{oops"}, ["simulate", "--machine", "crane", "--params", "{p.json}"],
+         r"--params: .*p\.json is not JSON"),
+        ({"p.json": {"parameters": {"cylinder.lift.zzz": 1.0}}},
+         ["simulate", "--machine", "crane", "--params", "{p.json}"],
+         r"--params: .*p\.json is not a jaxmb parameter file \(format != 'jaxmb-params'\)"),
+        ({"g.json": "{oops"}, ["simulate", "--gains", "{g.json}"],
+         r"gains file '.*g\.json': cannot read JSON"),
+        ({"g.json": {**_GAINS, "scenario": "crane"}}, ["simulate", "--gains", "{g.json}"],
+         r"gains file .*g\.json: expected \{'scenario': 'section_iv', 'gains': \{...\}\}, got "
+         r"scenario 'crane'"),
+        ({"g.json": {**_GAINS, "gains": {"K": [300.0, 300.0]}}}, ["simulate", "--gains", "{g.json}"],
+         r"gains file .*g\.json: RobustController\.K: expected shape \(3,\), got \(2,\)"),
+        ({"g.json": {**_GAINS, "gains": {"K": [-1.0, 2.0, 3.0]}}}, ["simulate", "--gains", "{g.json}"],
+         r"gains file .*g\.json: RobustController\.K: must be > 0"),
+        ({"g.json": {**_GAINS, "gains": {"Kp": [1.0, 2.0, 3.0]}}}, ["simulate", "--gains", "{g.json}"],
+         r"gains file .*g\.json: unknown key\(s\) \['Kp'\]"),
+        ({"c.csv": "t,u_lift\n0,0\n1,1\n"},
+         ["simulate", "--machine", "crane", "--commands", "{c.csv}"],
+         r"--commands: .*c\.csv: missing column\(s\) \['u_tilt'\]; the header is \['t', 'u_lift'\]"),
+        ({"s.toml": "[study]\nscenario = 'section_iv'\n[foo]\nx = 1\n"}, ["montecarlo", "{s.toml}"],
+         r"config .*s\.toml: unknown key\(s\) \['foo'\]; expected some of \['controller', "),
+        ({}, ["identify", _KR300_A, "--model", "kr300", "--window", "50,60"],
+         r"window: no samples in \[50\.0, 60\.0\] s; the log spans \[0\.0, 9\.99"),
+        ({}, ["identify", _KR300_A, "--model", "kr300", "--window", "5,2"],
+         r"--window: expected T0,T1 with T0 < T1, got '5,2'"),
+    ],
+)  # fmt: skip
+def test_input_files_and_options_are_checked_before_anything_runs(tmp_path, files, argv, message):
+    """Issue 29, point 1: each input file's content (parameters, gains, commands, study
+    configuration) and each option against its log is checked before anything compiles; the
+    message names the file or option and what was expected, and no output folder is left."""
+    import json
+
+    for name, content in files.items():
+        text = content if isinstance(content, str) else json.dumps(content)
+        (tmp_path / name).write_text(text)
+    argv = [str(tmp_path / a[1:-1]) if a[1:-1] in files else a for a in argv]
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=message):
+        main([*argv, "--out", str(out), "--quiet"])
+    assert not out.exists()
