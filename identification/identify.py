@@ -19,6 +19,7 @@ loads it) and PNG plots of fit, validation and residuals.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +30,8 @@ from jaxmb.models.machine import load_machine
 
 from . import params_file, report
 from .logs import check_uniform, read_log, schema_for
-from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques
+from .regressor import JOINT_TERMS
+from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques, unused_drives
 from .signals import check_cutoff
 
 __all__ = ["MODELS", "resolve_model", "identify"]
@@ -116,7 +118,8 @@ def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[st
     return {n: report.fit_percent(y[:, k], yh[:, k]) for k, n in enumerate(names)}
 
 
-def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None):
+def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None, *,
+                    user_drives: bool = False):  # fmt: skip
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
@@ -127,6 +130,12 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         log = log.window(*window)
     for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
         check_uniform(lg, Path(path).name)
+    if user_drives:  # a constant no column of the fit log needs is said to be ignored, once
+        unused = unused_drives(log, model.coordinate_names, options["drives"])
+        if unused:
+            print(
+                f"jaxmb identify: {'; '.join(unused)} (in {Path(log_path).name})", file=sys.stderr
+            )
     progress("identifying (regressor route)")
     res = identify_rigid(model, log, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
@@ -253,6 +262,12 @@ def identify(
                 )
             if drives is not None:
                 _check_drives(drives, m.coordinate_names)
+            unknown = [t for t in (terms or ()) if t not in JOINT_TERMS]
+            if unknown:
+                raise ValueError(
+                    f"--terms: unknown term(s) {unknown}; expected some of {list(JOINT_TERMS)}, "
+                    "comma separated"
+                )
             options = dict(
                 method=method or "consistent", cutoff=10.0 if cutoff is None else cutoff,
                 stride=stride or 1, terms=DEFAULT_TERMS if terms is None else tuple(terms),
@@ -264,7 +279,8 @@ def identify(
                 options["drives"] = drives
             elif name in DRIVES:
                 options["drives"] = DRIVES[name]()
-            summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window)
+            summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window,
+                                      user_drives=drives is not None)  # fmt: skip
         else:
             from .hydraulic_route import identify_hydraulic
 

@@ -119,6 +119,27 @@ def generalized_forces(log: Log, names: Sequence[str], drives: Drives | None = N
     return np.stack(out, axis=1)
 
 
+def unused_drives(log: Log, names: Sequence[str], drives: Drives) -> list[str]:
+    """What of ``drives`` `generalized_forces` does not use on ``log``, a phrase per option
+    (``tau_<c>`` logged: both constants ignored; ``tau_motor_<c>``: the torque constant)."""
+    out = []
+    for what, d, needs in (
+        ("--gear-ratios", drives.gear_ratio, ("tau_motor_", "i_")),
+        ("--torque-constants", drives.torque_constant, ("i_",)),
+    ):
+        ignored = {}
+        for c in (c for c in names if c in d):
+            used = next((p for p in ("tau_", "tau_motor_", "i_") if log.has(f"{p}{c}")), None)
+            if used not in needs:
+                ignored[c] = f"{used}{c}" if used else "no motor-side column"
+        if ignored:
+            out.append(
+                f"{what} {', '.join(ignored)}: ignored; the log gives "
+                + ", ".join(f"{c} by {col}" for c, col in ignored.items())
+            )
+    return out
+
+
 def rigid_samples(
     model: Model,
     log: Log,

@@ -266,12 +266,6 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
     """``jaxmb simulate --machine rpr3-flexible``: Ider et al. (2019) Section 6."""
     from pathlib import Path
 
-    crane_only = {"--commands": args.commands is not None, "--payload": args.payload != 0.0,
-                  "--params": args.params is not None, "--gains": args.gains is not None,
-                  "--clip-commands": args.clip_commands}  # fmt: skip
-    given = [k for k, v in crane_only.items() if v]
-    if given:
-        raise SystemExit(f"jaxmb: {', '.join(given)}: not for --machine rpr3-flexible")
     t_final = 2.0 if args.t_final is None else args.t_final
     steps = round(t_final / 0.002)
     # the report reads the errors after 1 s and checks eq. (31) over 0.6-0.95 s
@@ -329,18 +323,8 @@ def machine_cmd(args: argparse.Namespace) -> int:
     or the VDC closed loop on the file's ``[task]``."""
     from pathlib import Path
 
-    if args.payload != 0.0:
-        raise SystemExit(
-            "jaxmb simulate: --payload is not for a machine file (the payload is the file's "
-            "[payload], or a log sidecar's conditions.payload_kg, or an identified --params)"
-        )
     if args.commands is not None and args.gains is not None:
         raise SystemExit("jaxmb simulate: --gains: the replay of --commands has no controller")
-    if args.clip_commands:
-        raise SystemExit(
-            "jaxmb simulate: --clip-commands: only for --machine crane (a machine file's replay "
-            "reads a validated log)"
-        )
     if args.t_final is not None and not args.t_final > 0:
         raise SystemExit(
             f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
@@ -427,15 +411,46 @@ def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
     return 0
 
 
+# the machines each option of `jaxmb simulate` applies to ("file": a machine file); an option
+# given for another machine is refused by name (issue 29), never silently ignored
+_ARM_ONLY = ("arm",)
+SIMULATE_OPTIONS = {
+    "commands": ("crane", "file"), "clip_commands": ("crane",), "payload": ("crane",),
+    "Lambda": _ARM_ONLY, "K": _ARM_ONLY, "kappa": _ARM_ONLY, "eps": _ARM_ONLY, "form": _ARM_ONLY,
+    "params": ("arm", "crane", "file"), "gains": ("arm", "crane", "file"),
+    "omega": ("rpr3-flexible",),
+}  # fmt: skip
+_WHY = {
+    ("payload", "file"): " (a machine file's payload is its [payload], a log sidecar's "
+    "conditions.payload_kg, or an identified --params)",
+    ("clip_commands", "file"): " (a machine file's replay reads a validated log)",
+}
+
+
+def _check_simulate_options(args: argparse.Namespace, kind: str) -> None:
+    """Refuse every option given (not at its default) that ``kind`` of machine does not use."""
+    defaults = build_parser().parse_args(["simulate"])
+    for option, machines in SIMULATE_OPTIONS.items():
+        if kind in machines or getattr(args, option) == getattr(defaults, option):
+            continue
+        flag = "--" + option.replace("_", "-")
+        shown = [m if m != "file" else "a machine file (.toml)" for m in machines]
+        machine = args.machine if kind != "file" else "a machine file"
+        raise SystemExit(
+            f"jaxmb simulate: {flag}: not for {machine}; only for --machine "
+            f"{' or '.join(shown)}{_WHY.get((option, kind), '')}"
+        )
+
+
 def simulate_cmd(args: argparse.Namespace) -> int:
-    if args.machine.lower().endswith(".toml"):
+    kind = "file" if args.machine.lower().endswith(".toml") else args.machine
+    _check_simulate_options(args, kind)
+    if kind == "file":
         return machine_cmd(args)
     if args.machine == "crane":
         return crane_cmd(args)
     if args.machine == "rpr3-flexible":
         return rpr3_flexible_cmd(args)
-    if args.commands is not None or args.payload != 0.0 or args.clip_commands:
-        raise SystemExit("jaxmb: --commands, --clip-commands and --payload are for --machine crane")
     if args.t_final is None:
         args.t_final = 20.0
     import jax
@@ -609,6 +624,27 @@ def identify_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_device_options(args: argparse.Namespace, command: str) -> None:
+    """The device and multi-process options, checked before anything starts: counts >= 1, a
+    process id below the number of processes, and those two only with ``--coordinator``."""
+    n, pid = getattr(args, "num_processes", None), getattr(args, "process_id", None)
+    for flag, v in (("--cpu-devices", args.cpu_devices), ("--num-processes", n)):
+        if v is not None and v < 1:
+            raise SystemExit(f"jaxmb {command}: {flag}: expected an integer >= 1, got {v}")
+    if getattr(args, "coordinator", None):
+        if n is None or pid is None:
+            raise SystemExit("jaxmb: --coordinator needs --num-processes and --process-id")
+        if not 0 <= pid < n:
+            raise SystemExit(
+                f"jaxmb {command}: --process-id: expected 0 <= id < --num-processes = {n}, got {pid}"
+            )
+    elif n is not None or pid is not None:
+        raise SystemExit(
+            f"jaxmb {command}: --num-processes, --process-id: only with --coordinator HOST:PORT "
+            "(a multi-process run; one process uses every local device without them)"
+        )
+
+
 def _setup_devices(args: argparse.Namespace) -> None:
     """Before jax is imported: split the CPU into XLA devices (one per core by default, so that
     a sharded batch uses every core), and join a multi-process run if asked."""
@@ -623,12 +659,16 @@ def _setup_devices(args: argparse.Namespace) -> None:
     jax.config.update("jax_enable_x64", True)
     if getattr(args, "coordinator", None) or getattr(args, "distributed", False):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        if args.coordinator:
-            if args.num_processes is None or args.process_id is None:
-                raise SystemExit("jaxmb: --coordinator needs --num-processes and --process-id")
-            jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
-        else:
-            jax.distributed.initialize()  # detected from the cluster (SLURM, Open MPI, ...)
+        flag = "--coordinator" if args.coordinator else "--distributed"
+        try:
+            if args.coordinator:
+                jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+            else:
+                jax.distributed.initialize()  # detected from the cluster (SLURM, Open MPI, ...)
+        except (RuntimeError, ValueError) as err:
+            raise SystemExit(
+                f"jaxmb: {flag}: could not join the multi-process run: {err}"
+            ) from None
 
 
 def montecarlo_cmd(args: argparse.Namespace) -> int:
@@ -638,6 +678,7 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise SystemExit(f"jaxmb montecarlo: --{name}: expected an integer >= 1, got {v}")
+    _check_device_options(args, "montecarlo")
     out = Path(args.out)
     _check_writable(out)  # made once the configuration is read: a refusal leaves nothing
     _setup_devices(args)
@@ -687,6 +728,8 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
 
 def tune_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    _check_device_options(args, "tune")
 
     out = Path(args.out)
     _check_writable(out)  # made once the configuration is read: a refusal leaves nothing

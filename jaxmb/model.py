@@ -155,14 +155,15 @@ def as_real_array(x, name: str, *, host: bool = False):
     ``TypeError`` that names ``name`` and says what was expected: the type check of the public
     functions' array arguments, run once at entry on concrete values. Traced values pass
     unchanged (jit, vmap and grad already know their dtypes). ``host``: return a float64
-    numpy array (host data such as logs) instead of a JAX array."""
+    numpy array (host data such as logs, whose boolean columns read as 0 and 1) instead of a
+    JAX array."""
     if isinstance(x, jax.core.Tracer):
         return x
     try:
         a = x if isinstance(x, jax.Array) else np.asarray(x)
     except (ValueError, TypeError):  # ragged nesting, objects numpy cannot hold
         a = None
-    if a is None or a.dtype.kind not in "iuf":
+    if a is None or a.dtype.kind not in ("iufb" if host else "iuf"):  # a log's flag is 0/1
         raise TypeError(
             f"{name}: expected real numbers (a float, or an array or list of floats), got "
             f"{_describe(x, a)}"
@@ -185,8 +186,8 @@ def check_type(value, expected: type | tuple[type, ...], name: str):
 
 
 def check_number(
-    value, name: str, *, integer: bool = False, above: float | None = None,
-    at_least: float | None = None,
+    value, name: str, *, integer: bool = False, above: float | int | None = None,
+    at_least: float | int | None = None,
 ):  # fmt: skip
     """A Python number option, checked at entry: an int (``integer``) or a real number, not a
     bool, finite, and ``> above`` / ``>= at_least`` where given. ``TypeError`` for a wrong

@@ -142,8 +142,14 @@ def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
     write_log(tmp_path / "val.parquet", _log(model, 1, t_final=8.0))
     out = tmp_path / "out"
     argv = ["identify", str(tmp_path / "train.csv"), "--model", str(path), "--out", str(out),
-            "--validate", str(tmp_path / "val.parquet"), "--cutoff", "5", "--quiet"]  # fmt: skip
+            "--validate", str(tmp_path / "val.parquet"), "--cutoff", "5", "--quiet",
+            "--gear-ratios", "joint1=2"]  # fmt: skip
     assert cli.main(argv) == 0
+    # issue 29: a drive constant the log's columns do not need is said to be ignored, once
+    printed = capsys.readouterr()
+    err = printed.err
+    assert err.count("ignored") == 1
+    assert "--gear-ratios joint1: ignored; the log gives joint1 by tau_joint1 (in train.csv)" in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method_key"] == "consistent" and summary["condition_number"] > 1
     assert set(summary["fit_rmse"]) == {"tau_joint1", "tau_joint2", "tau_joint3"}
@@ -160,7 +166,7 @@ def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
     pi_file = rg.standard_parameters(new, rigid.DEFAULT_TERMS, doc["joints"])
     pi_true = rg.standard_parameters(model, rigid.DEFAULT_TERMS, TRUE_JOINT)
     np.testing.assert_allclose(Y @ pi_file, Y @ pi_true, rtol=0.02, atol=0.05)
-    assert "route: regressor" in capsys.readouterr().out
+    assert "route: regressor" in printed.out
 
 
 def test_identify_cli_rejects_a_malformed_log(robot, tmp_path):
@@ -193,6 +199,11 @@ def test_motor_side_measurements(robot, fitted):
     ref = log.stack([f"tau_{c}" for c in names])
     np.testing.assert_allclose(rigid.generalized_forces(by_motor, names, drives), ref, rtol=1e-14)
     np.testing.assert_allclose(rigid.generalized_forces(by_current, names, drives), ref, rtol=1e-14)
+    assert rigid.unused_drives(by_current, names, drives) == []
+    assert rigid.unused_drives(by_motor, names, drives) == [
+        "--torque-constants joint1, joint2, joint3: ignored; the log gives joint1 by "
+        "tau_motor_joint1, joint2 by tau_motor_joint2, joint3 by tau_motor_joint3"
+    ]
     res = rigid.identify_rigid(model, by_current, method="wls", cutoff=5.0, drives=drives)
     np.testing.assert_allclose(res.fit.theta, fitted["wls"].fit.theta, rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match="'i_joint1' with a gear ratio and a torque constant"):

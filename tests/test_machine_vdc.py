@@ -164,11 +164,12 @@ def _without_task(tmp_path) -> Path:
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--payload", "50"], "--payload is not for a machine file"),
+        (["--payload", "50"], "--payload: not for a machine file; only for --machine crane (a "
+         "machine file's payload is its [payload]"),
         (["--gains", "g.json", "--commands", "x.parquet"], "the replay of --commands has no"),
         (["--t-final", "-1"], "--t-final: expected a duration > 0 s"),
         (["--gains", "MISSING.json"], "gains file 'MISSING.json': cannot read"),
-        (["--clip-commands"], "--clip-commands: only for --machine crane"),
+        (["--clip-commands"], "--clip-commands: not for a machine file; only for --machine crane"),
         # issue 29: a replay longer than its log is refused, not held at the last commands
         (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
           "--t-final", "1000"],
