@@ -31,7 +31,13 @@ from jaxmb.models.machine import load_machine
 from . import params_file, report
 from .logs import check_uniform, read_log, schema_for
 from .regressor import JOINT_TERMS
-from .rigid import DEFAULT_TERMS, identify_rigid, predict_torques, unused_drives
+from .rigid import (
+    DEFAULT_TERMS,
+    generalized_forces,
+    identify_rigid,
+    predict_torques,
+    unused_drives,
+)
 from .signals import check_cutoff
 
 __all__ = ["MODELS", "resolve_model", "identify"]
@@ -130,6 +136,10 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         log = log.window(*window)
     for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
         check_uniform(lg, Path(path).name)
+        try:  # every log's forces, before the fit: a --validate log's too
+            generalized_forces(lg, model.coordinate_names, options.get("drives"))
+        except ValueError as err:
+            raise ValueError(f"{Path(path).name}: {err}") from None
     if user_drives:  # a constant no column of the fit log needs is said to be ignored, once
         unused = unused_drives(log, model.coordinate_names, options["drives"])
         if unused:

@@ -28,6 +28,10 @@ from jaxmb.model import Model, replace_body
 __all__ = ["FORMAT", "json_safe", "write_params", "read_params", "apply_bodies"]
 
 FORMAT = "jaxmb-params"
+KEYS = ("format", "version", "jaxmb", "model", "method", "source", "bodies", "joints",
+        "joint_model", "hydraulics", "forces", "payload", "uncertainty")  # fmt: skip
+"""The top-level keys `write_params` writes: `read_params` refuses any other (a misspelt
+``"bodys"`` would otherwise be ignored)."""
 
 
 def json_safe(x):
@@ -108,6 +112,11 @@ def read_params(path, *, model_name: str | None = None) -> dict:
     if model_name is not None and doc.get("model") != model_name:
         raise ValueError(
             f"--params: {path} holds parameters of model {doc.get('model')!r}, not {model_name!r}"
+        )
+    unknown = sorted(set(doc) - set(KEYS))
+    if unknown:
+        raise ValueError(
+            f"--params: {path}: unknown key(s) {unknown}; a parameter file has {sorted(KEYS)}"
         )
     for key in ("bodies", "joints", "hydraulics"):
         if not isinstance(doc.get(key, {}), dict):
