@@ -38,7 +38,7 @@ from . import drift, params_file, report, start_states
 from . import mechanics as mech
 from . import model_choice as choice
 from . import output_error as oe
-from .logs import Log, check_uniform, schema_for
+from .logs import Log, check_uniform, schema_for, window_option
 from .signals import check_cutoff
 
 __all__ = [
@@ -165,7 +165,8 @@ def identify_hydraulic(
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
     check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(log_path).name)
-    check_uniform(log if window is None else log.window(*window), Path(log_path).name)
+    fit_log = window_option(log, window, Path(log_path).name)
+    check_uniform(fit_log, Path(log_path).name)
     for v in validate:
         check_uniform(vlogs[Path(v).stem][0], Path(v).name)
     t0, t1 = (None, None) if window is None else window
@@ -174,7 +175,6 @@ def identify_hydraulic(
         "identifying the mechanics (regressor route on the pressure forces)"
         + ("" if machine.payload is None or known is not None else ", payload included")
     )
-    fit_log = log if window is None else log.window(*window)
     stage1 = mech.identify_mechanics(
         machine, fit_log, payload_known=None if known is None else float(known),
         prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,

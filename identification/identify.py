@@ -29,7 +29,7 @@ import numpy as np
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
-from .logs import check_uniform, read_log, schema_for
+from .logs import check_uniform, read_log, schema_for, window_option
 from .regressor import JOINT_TERMS
 from .rigid import (
     DEFAULT_TERMS,
@@ -132,8 +132,7 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
     vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
     for path, lg in ((log_path, log), *vlogs.items()):
         check_cutoff(options["cutoff"], lg.t, Path(path).name)
-    if window is not None:
-        log = log.window(*window)
+    log = window_option(log, window, Path(log_path).name)
     for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
         check_uniform(lg, Path(path).name)
         try:  # every log's forces, before the fit: a --validate log's too

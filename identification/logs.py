@@ -842,6 +842,17 @@ def sampling_report(log: Log) -> SamplingReport:
     return SamplingReport(dt, 1.0 / dt, jitter, len(gaps), gaps, jitter <= 1e-6 * dt)
 
 
+def window_option(log: Log, window: tuple[float, float] | None, source: str) -> Log:
+    """``log`` within the ``--window`` option's ``(t0, t1)`` (None: all of it); a window outside
+    the log is refused naming the option and the file ``source``."""
+    if window is None:
+        return log
+    try:
+        return log.window(*window)
+    except LogError as err:
+        raise LogError(f"--window: {source}: {str(err).removeprefix('window: ')}") from None
+
+
 def check_uniform(log: Log, source: str) -> SamplingReport:
     """Refuse a log that is not uniformly sampled, naming its ``source`` with the counts
     (`sampling_report`): the identification filters and differentiates on a uniform grid, so

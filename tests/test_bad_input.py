@@ -686,7 +686,8 @@ _GAINS = {"scenario": "section_iv", "gains": {"K": [300.0, 300.0, 300.0]}}
          ["identify", _KR300_A, "--model", "kr300", "--validate", "{v.csv}"],
          r"v\.csv: log: no generalized force for coordinate 'q1': expected column 'tau_q1'"),
         ({}, ["identify", _KR300_A, "--model", "kr300", "--window", "50,60"],
-         r"window: no samples in \[50\.0, 60\.0\] s; the log spans \[0\.0, 9\.99"),
+         r"--window: kr300_traj_A\.parquet: no samples in \[50\.0, 60\.0\] s; the log spans "
+         r"\[0\.0, 9\.99"),
         ({}, ["identify", _KR300_A, "--model", "kr300", "--window", "5,2"],
          r"--window: expected T0,T1 with T0 < T1, got '5,2'"),
     ],
