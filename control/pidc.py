@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.model import _checked
+from jaxmb.checks import checked
 from jaxmb.projection import (
     ConstrainedSystem,
     ProjectedTerms,
@@ -275,8 +275,8 @@ class HybridForceControl(AbstractStatefulController):
 
     def __init__(self, pidc, force_d, G_F, G_I):
         self.pidc, self.force_d = pidc, force_d
-        self.G_F = _checked(G_F, lambda g: ~(g >= 0), "HybridForceControl: G_F must be >= 0", ())
-        self.G_I = _checked(G_I, lambda g: ~(g >= 0), "HybridForceControl: G_I must be >= 0", ())
+        self.G_F = checked(G_F, lambda g: ~(g >= 0), "HybridForceControl: G_F must be >= 0", ())
+        self.G_I = checked(G_I, lambda g: ~(g >= 0), "HybridForceControl: G_I must be >= 0", ())
 
     def init(self, t0, y0, desired0):
         del t0, desired0

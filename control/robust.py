@@ -17,8 +17,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxmb.checks import check_all_finite, checked
 from jaxmb.dynamics import bias_forces, inverse_dynamics
-from jaxmb.model import Model, _checked, check_all_finite
+from jaxmb.model import Model
 
 __all__ = ["RobustController", "filtered_error", "sat"]
 
@@ -47,7 +48,7 @@ def _positive(name, x, n):
     x = jnp.asarray(x, dtype=float)
     if x.ndim == 0:
         x = jnp.broadcast_to(x, (n,))
-    return _checked(
+    return checked(
         x, lambda v: ~(v > 0), f"RobustController.{name}: must be > 0 (diagonal gain)", (n,)
     )
 

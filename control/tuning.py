@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmb.model import failures_as_nan
+from jaxmb.checks import failures_as_nan
 
 from .bounds import ultimate_bounds
 from .montecarlo import values_hash

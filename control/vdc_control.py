@@ -54,9 +54,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxmb.checks import checked
 from jaxmb.dynamics import forward_dynamics
 from jaxmb.hydraulics import signed_sqrt
-from jaxmb.model import _checked
 from jaxmb.plant import HydraulicPlant
 from jaxmb.simulate import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
@@ -68,7 +68,7 @@ __all__ = ["VDCController", "VDCTerms", "virtual_stability"]
 def _gain(name: str, x, shape):
     x = jnp.asarray(x, dtype=float)
     x = jnp.broadcast_to(x, shape) if x.ndim == 0 else x
-    return _checked(x, lambda v: ~(v > 0), f"VDCController.{name}: must be > 0", shape)
+    return checked(x, lambda v: ~(v > 0), f"VDCController.{name}: must be > 0", shape)
 
 
 class VDCTerms(eqx.Module):

@@ -83,7 +83,8 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Float
 
-from jaxmb.model import as_real_array, check_type, coordinate_joint_types
+from jaxmb.checks import as_real_array, check_type
+from jaxmb.model import coordinate_joint_types
 
 __all__ = [
     "KINDS",

@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
+from jaxmb.checks import check_number, check_type
 from jaxmb.hydraulics import StribeckFriction
-from jaxmb.model import check_number, check_type
 from jaxmb.models.machine import Machine
 from jaxmb.plant import HydraulicPlant
 

@@ -66,8 +66,8 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
 from jaxmb import compile_cache
+from jaxmb.checks import as_real_array, check_number, check_type
 from jaxmb.hydraulics import LuGreFriction
-from jaxmb.model import as_real_array, check_number, check_type
 from jaxmb.plant import HydraulicPlant
 from jaxmb.simulate import CommandTable, simulate
 

@@ -28,8 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.checks import check_number, check_type
 from jaxmb.dynamics import inertial_parameters
-from jaxmb.model import Model, check_number, check_type, replace_body
+from jaxmb.model import Model, replace_body
 
 from . import consistent as cons
 from . import regressor as rg

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxmb.model import check_number, check_type
+from jaxmb.checks import check_number, check_type
 from jaxmb.plant import HydraulicPlant
 
 from .output_error import Segments, make_segments, per_device, simulate_one, with_scales

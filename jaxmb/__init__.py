@@ -4,6 +4,7 @@ Pure functions over immutable `Model` pytrees: jit, vmap and grad compose with a
 Twists are [omega; v], wrenches [moment; force]; the equation of motion is
 ``Gamma(q) qdd + h(q, qd) = Q_e + Q_a`` (Dastranj & Mattila (2026) eq. (13))."""
 
+from . import checks as checks
 from . import hydraulics as hydraulics
 from . import models as models
 from . import plant as plant

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .model import Model, runtime_check
+from .checks import runtime_check
+from .model import Model
 from .spatial import skew
 from .tree import scan_down, sweep_up, tree_of
 from .tree_dynamics import (

@@ -1071,7 +1071,7 @@ def main(argv: list[str] | None = None) -> int:
     # (jaxmb.compile_cache); they hold no host callback for that, so run-time checks give NaN
     # and each command raises from the status
     from jaxmb import compile_cache
-    from jaxmb.model import failures_as_nan
+    from jaxmb.checks import failures_as_nan
 
     compile_cache.enable()
     with failures_as_nan():

@@ -20,14 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .checks import check_all_finite, check_coordinates, check_finite, finite_inputs
 from .kinematics import (
-    _check_q,
     augmented_coordinates,
     body_jacobians,
     frame_jacobian,
     frame_transforms,
 )
-from .model import Model, check_all_finite, check_finite, finite_inputs
+from .model import Model
 from .recursive import body_spatial_inertias
 from .spatial import skew
 from .terms import (
@@ -68,15 +68,6 @@ def _check_method(method: str) -> None:
         raise ValueError(f"method: expected one of {_METHODS}, got {method!r}")
 
 
-def _check_vec(model: Model, x, name: str, finite: bool = True) -> Array:
-    if np.shape(x) != (model.n,):
-        raise ValueError(
-            f"{name}: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
-            f"got {np.shape(x)}"
-        )
-    return check_finite(x, name) if finite else jnp.asarray(x)
-
-
 @finite_inputs
 @eqx.filter_jit
 def body_mass_matrices(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb n n"]:
@@ -101,7 +92,7 @@ def mass_matrix(
     if method not in ("crba", "jacobian"):
         raise ValueError(f"method: expected one of ('crba', 'jacobian'), got {method!r}")
     if method == "crba":
-        return unchecked_crba(model, _check_q(model, q))
+        return unchecked_crba(model, check_coordinates(model, q))
     J = body_jacobians(model, q)  # (nb, 6, n)
     MJ = jnp.einsum("bkl,blj->bkj", spatial_inertias(model), J)
     # sum_i J_i^T (M_i J_i) as one (6 nb) x n contraction
@@ -114,7 +105,7 @@ def kinetic_energy(
     model: Model, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
 ) -> Float[Array, ""]:
     r"""$T = \tfrac12 \dot q^\top \Gamma(q) \dot q$ (eq. (10)), J."""
-    qd = _check_vec(model, qd, "qd")
+    qd = check_coordinates(model, qd, "qd")
     return 0.5 * qd @ mass_matrix(model, q) @ qd
 
 
@@ -153,9 +144,9 @@ def bias_forces(
     qdd = 0 and no gravity); ``method="lagrangian"`` differentiates the kinetic energy, exactly
     eq. (13) (O(n^3) work and a compile time that grows with n: for checking)."""
     _check_method(method)
-    qd = _check_vec(model, qd, "qd")
+    qd = check_coordinates(model, qd, "qd")
     if method == "rnea":
-        q = _check_q(model, q)
+        q = check_coordinates(model, q)
         return unchecked_rnea(model, q, qd, jnp.zeros_like(qd), gravity=False)
 
     def Gamma(q_):
@@ -174,7 +165,7 @@ def coriolis_matrix(
     $\Gamma_{ijk} = \tfrac12(\partial_i \Gamma_{kj} + \partial_j \Gamma_{ki} - \partial_k \Gamma_{ij})$.
 
     Then $C \dot q = h$ (eq. (13)) and $\dot\Gamma - 2C$ is skew-symmetric."""
-    qd = _check_vec(model, qd, "qd")
+    qd = check_coordinates(model, qd, "qd")
     dG = jax.jacfwd(lambda q_: mass_matrix(model, q_))(q)  # dG[k, j, i] = dGamma_kj / dq_i
     term1 = jnp.einsum("kji,i->kj", dG, qd)
     term2 = jnp.einsum("kij,i->kj", dG, qd)
@@ -196,7 +187,7 @@ def gravity_forces(
         raise ValueError(f"method: expected one of ('jacobian', 'rnea'), got {method!r}")
     if method == "rnea":
         zero = jnp.zeros(model.n, dtype=jnp.result_type(q, model.gravity))
-        return -unchecked_rnea(model, _check_q(model, q), zero, zero, gravity=True)
+        return -unchecked_rnea(model, check_coordinates(model, q), zero, zero, gravity=True)
     J = body_jacobians(model, q)
     world = frame_transforms(model, augmented_coordinates(model, q))
     Q = jnp.zeros(model.n, dtype=J.dtype)
@@ -252,13 +243,13 @@ def inverse_dynamics(
     if method == "rnea":  # one run-time check for the three inputs
         q, qd, qdd = check_all_finite(
             {
-                "q": _check_q(model, q, finite=False),
-                "qd": _check_vec(model, qd, "qd", finite=False),
-                "qdd": _check_vec(model, qdd, "qdd", finite=False),
+                "q": check_coordinates(model, q, finite=False),
+                "qd": check_coordinates(model, qd, "qd", finite=False),
+                "qdd": check_coordinates(model, qdd, "qdd", finite=False),
             }
         )
         return unchecked_rnea(model, q, qd, qdd, gravity=True, wrenches=wrenches)
-    qd, qdd = _check_vec(model, qd, "qd"), _check_vec(model, qdd, "qdd")
+    qd, qdd = check_coordinates(model, qd, "qd"), check_coordinates(model, qdd, "qdd")
     return (
         mass_matrix(model, q) @ qdd
         + bias_forces(model, q, qd, method="lagrangian")
@@ -294,14 +285,14 @@ def forward_dynamics(
     if method not in _FORWARD_METHODS:
         raise ValueError(f"method: expected one of {_FORWARD_METHODS}, got {method!r}")
     if method == "lagrangian":
-        tau = _check_vec(model, tau, "tau")
+        tau = check_coordinates(model, tau, "tau")
         rest = inverse_dynamics(model, q, qd, jnp.zeros_like(qd), wrenches, method=method)
         return _cholesky_solve(mass_matrix(model, q, method="jacobian"), tau - rest)
     q, qd, tau = check_all_finite(  # the recursions on inputs checked once, in one check
         {
-            "q": _check_q(model, q, finite=False),
-            "qd": _check_vec(model, qd, "qd", finite=False),
-            "tau": _check_vec(model, tau, "tau", finite=False),
+            "q": check_coordinates(model, q, finite=False),
+            "qd": check_coordinates(model, qd, "qd", finite=False),
+            "tau": check_coordinates(model, tau, "tau", finite=False),
         }
     )
     if method == "udut":
@@ -326,8 +317,8 @@ def dynamics_terms(
     ``computeAllTerms`` for a controller or an analysis that needs several terms at once."""
     q, qd = check_all_finite(
         {
-            "q": _check_q(model, q, finite=False),
-            "qd": _check_vec(model, qd, "qd", finite=False),
+            "q": check_coordinates(model, q, finite=False),
+            "qd": check_coordinates(model, qd, "qd", finite=False),
         }
     )
     return unchecked_terms(model, q, qd, wrenches)
@@ -395,12 +386,12 @@ def regressor(
 
     Inverse dynamics is linear in the spatial inertias, so Y is the exact Jacobian of the
     recursive inverse dynamics with respect to pi (evaluated at pi = 0)."""
-    qd = _check_vec(model, qd, "qd")
-    qdd = _check_vec(model, qdd, "qdd")
+    qd = check_coordinates(model, qd, "qd")
+    qdd = check_coordinates(model, qdd, "qdd")
     nb = len(model.bodies)
     pi0 = jnp.zeros((nb, 10), dtype=jnp.result_type(q, qd, qdd, model.gravity))
 
-    q = _check_q(model, q)
+    q = check_coordinates(model, q)
 
     def tau(pi):
         return unchecked_rnea(model, q, qd, qdd, inertias=spatial_inertias_from_parameters(pi))

@@ -31,8 +31,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .checks import checked
 from .dynamics import bias_forces, forward_dynamics, mass_matrix
-from .model import Model, _checked
+from .model import Model
 from .plant import AbstractPlant, _finite_state
 from .projection import ConstrainedSystem, constraint_bias, constraint_jacobian
 from .projection import forward_dynamics as projected_forward_dynamics
@@ -44,7 +45,7 @@ def _positive(name, x, shape, allow_zero=False):
     x = jnp.broadcast_to(jnp.asarray(x, dtype=float), shape)
     bad = (lambda v: ~(v >= 0)) if allow_zero else (lambda v: ~(v > 0))
     what = ">= 0" if allow_zero else "> 0"
-    return _checked(x, bad, f"FlexibleJointPlant: {name} must be {what}", shape)
+    return checked(x, bad, f"FlexibleJointPlant: {name} must be {what}", shape)
 
 
 class FlexibleJointPlant(AbstractPlant):

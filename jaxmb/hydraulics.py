@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .checks import checked
 from .kinematics import frame_pose
-from .model import WORLD, Model, _checked
+from .model import WORLD, Model
 
 __all__ = [
     "BAR",
@@ -46,7 +47,7 @@ BAR = 1e5  # Pa
 def _positive(owner: str, name: str, x, allow_zero: bool = False):
     bad = (lambda v: ~(v >= 0)) if allow_zero else (lambda v: ~(v > 0))
     rel = ">= 0" if allow_zero else "> 0"
-    return _checked(x, bad, f"{owner}: {name} must be {rel} and finite", ())
+    return checked(x, bad, f"{owner}: {name} must be {rel} and finite", ())
 
 
 def signed_sqrt(dp, width):
@@ -77,10 +78,10 @@ class CylinderMount(eqx.Module):
 
     def __init__(self, base_frame: str, base_point, rod_frame: str, rod_point, l_min):
         self.base_frame, self.rod_frame = base_frame, rod_frame
-        self.base_point = _checked(
+        self.base_point = checked(
             base_point, lambda x: ~jnp.isfinite(x), "CylinderMount: base_point must be finite", (3,)
         )
-        self.rod_point = _checked(
+        self.rod_point = checked(
             rod_point, lambda x: ~jnp.isfinite(x), "CylinderMount: rod_point must be finite", (3,)
         )
         self.l_min = _positive("CylinderMount", "l_min", l_min)

@@ -34,9 +34,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .checks import check_finite, checked
 from .dynamics import mass_matrix
 from .kinematics import frame_pose
-from .model import Model, _checked, check_finite
+from .model import Model
 from .projection import ConstrainedSystem, constraint_jacobian
 
 __all__ = [
@@ -73,7 +74,7 @@ class Contact(eqx.Module):
         if n.shape != (3,):
             raise ValueError(f"Contact.normal: expected shape (3,), got {n.shape}")
         norm = jnp.linalg.norm(n)
-        self.normal = _checked(n / norm, lambda _: ~(norm > 0), "Contact.normal: must be nonzero")
+        self.normal = checked(n / norm, lambda _: ~(norm > 0), "Contact.normal: must be nonzero")
 
 
 class Particle(eqx.Module):
@@ -88,7 +89,7 @@ class Particle(eqx.Module):
     gravity: Float[Array, 3]
 
     def __init__(self, mass, position, velocity, t0=0.0, gravity=(0.0, 0.0, 0.0)):
-        self.mass = _checked(
+        self.mass = checked(
             jnp.asarray(mass, dtype=float), lambda m: ~(m > 0), "Particle.mass: must be > 0 kg", ()
         )
         for name in ("position", "velocity", "gravity"):
@@ -162,7 +163,7 @@ def impact_jump(
     q, qd = jnp.asarray(q, dtype=float), jnp.asarray(qd, dtype=float)
     v_P = jnp.asarray(v_P, dtype=float)
     m_P = jnp.asarray(m_P, dtype=float)
-    e = _checked(jnp.asarray(e, dtype=float), lambda x: ~((x >= 0) & (x <= 1)),
+    e = checked(jnp.asarray(e, dtype=float), lambda x: ~((x >= 0) & (x <= 1)),
                  "impact_jump: e must be in [0, 1]", ())  # fmt: skip
     model = _model(system)
     n = model.n

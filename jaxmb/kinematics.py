@@ -13,10 +13,10 @@ joint axis is invariant under its own motion). In minimal coordinates ``J_k = Jh
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .model import Model, check_finite, finite_inputs
+from .checks import check_coordinates, finite_inputs
+from .model import Model
 from .spatial import adjoint_apply, compose, homogeneous, inverse, skew
 
 __all__ = [
@@ -36,14 +36,14 @@ __all__ = [
 @eqx.filter_jit
 def augmented_coordinates(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, " nhat"]:
     r"""$\hat q = \Xi(q)$ (identity when the model has no coordinate map)."""
-    return xi(model, _check_q(model, q))
+    return xi(model, check_coordinates(model, q))
 
 
 @finite_inputs
 @eqx.filter_jit
 def coordinate_map_jacobian(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nhat n"]:
     r"""$E = \partial \Xi / \partial q$ by forward-mode autodiff (Dastranj & Mattila (2026) eq. (26))."""
-    return map_jacobian(model, _check_q(model, q))
+    return map_jacobian(model, check_coordinates(model, q))
 
 
 def xi(model: Model, q: Float[Array, " n"]) -> Float[Array, " nhat"]:
@@ -57,15 +57,6 @@ def map_jacobian(model: Model, q: Float[Array, " n"]) -> Float[Array, "nhat n"]:
     if model.coordinate_map is None:
         return jnp.eye(model.n, dtype=jnp.result_type(q))
     return jax.jacfwd(model.coordinate_map)(q)
-
-
-def _check_q(model: Model, q, finite: bool = True) -> Array:
-    if np.shape(q) != (model.n,):
-        raise ValueError(
-            f"q: expected shape ({model.n},) for coordinates {model.coordinate_names}, "
-            f"got {np.shape(q)}"
-        )
-    return check_finite(q, "q") if finite else jnp.asarray(q)
 
 
 def motion_subspace(model: Model, k: int) -> Float[Array, "6"]:
@@ -167,7 +158,7 @@ def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
     (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
     k, com = _resolve(model, frame)
-    q = _check_q(model, q)
+    q = check_coordinates(model, q)
     qhat = xi(model, q)
     J = augmented_jacobians(model, qhat)[k]
     if com is not None:  # T_C,B = (I, -com): eq. (7) to the COM frame
@@ -179,7 +170,7 @@ def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float
 @eqx.filter_jit
 def body_jacobians(model: Model, q: Float[ArrayLike, " n"]) -> Float[Array, "nb 6 n"]:
     r"""Body-fixed Jacobians $J_{B_i}$ of every body's frame in minimal coordinates."""
-    q = _check_q(model, q)
+    q = check_coordinates(model, q)
     qhat = xi(model, q)
     Jhat = augmented_jacobians(model, qhat)[jnp.asarray(model.body_frame_index, dtype=int)]
     return Jhat @ map_jacobian(model, q)

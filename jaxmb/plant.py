@@ -26,9 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .checks import check_all_finite, checked
 from .dynamics import forward_dynamics, gravity_forces
 from .hydraulics import BAR, HydraulicActuator
-from .model import Model, _checked, check_all_finite
+from .model import Model
 
 __all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events", "events_summary"]
 
@@ -39,11 +40,11 @@ def _finite_state(y: dict, command):
     fields = {"q": y["q"], "qd": y["qd"], "command": command}
     for a, s in y["actuators"].items():
         fields.update({f"actuator {a!r} state {k!r}": v for k, v in s.items()})
-    checked = dict(zip(fields, check_all_finite(fields), strict=True))  # one run-time check
+    finite = dict(zip(fields, check_all_finite(fields), strict=True))  # one run-time check
     actuators = {
-        a: {k: checked[f"actuator {a!r} state {k!r}"] for k in s} for a, s in y["actuators"].items()
+        a: {k: finite[f"actuator {a!r} state {k!r}"] for k in s} for a, s in y["actuators"].items()
     }
-    return {"q": checked["q"], "qd": checked["qd"], "actuators": actuators}, checked["command"]
+    return {"q": finite["q"], "qd": finite["qd"], "actuators": actuators}, finite["command"]
 
 
 class AbstractPlant(eqx.Module):
@@ -134,10 +135,10 @@ class HydraulicPlant(AbstractPlant):
         self.direct = tuple(direct)
         for c in self.direct:
             model.coordinate(c)  # raises for an unknown name
-        self.p_cavitation = _checked(
+        self.p_cavitation = checked(
             p_cavitation, lambda x: ~jnp.isfinite(x), "HydraulicPlant: p_cavitation", ()
         )
-        self.p_margin = _checked(p_margin, lambda x: ~(x >= 0), "HydraulicPlant: p_margin", ())
+        self.p_margin = checked(p_margin, lambda x: ~(x >= 0), "HydraulicPlant: p_margin", ())
 
     @property
     def actuator_names(self) -> tuple[str, ...]:
@@ -297,7 +298,7 @@ class ForceSensedPlant(AbstractPlant):
                 f"ForceSensedPlant: system must be a ConstrainedSystem, got {type(system).__name__}"
             )
         self.system = system
-        self.tau = _checked(tau, lambda x: ~(x > 0), "ForceSensedPlant: tau must be > 0 s", ())
+        self.tau = checked(tau, lambda x: ~(x > 0), "ForceSensedPlant: tau must be > 0 s", ())
 
     @property
     def model(self) -> Model:

@@ -32,9 +32,10 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from .checks import check_all_finite, check_finite, finite_inputs
 from .dynamics import inverse_dynamics, mass_matrix
 from .kinematics import frame_pose
-from .model import Model, check_all_finite, check_finite, finite_inputs
+from .model import Model
 from .pseudo_inverse import ATOL, pinv
 
 __all__ = [

@@ -24,12 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .checks import check_finite
 from .kinematics import (
     _resolve,
     local_transforms,
     motion_subspace,
 )
-from .model import Model, check_finite
+from .model import Model
 from .spatial import (
     adjoint_apply,
     adjoint_transpose_apply,

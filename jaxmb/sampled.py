@@ -30,9 +30,10 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from . import projection
+from .checks import as_real_array
 from .dynamics import forward_dynamics
 from .impact import Contact, Particle, gap, impact_jump
-from .model import Model, as_real_array
+from .model import Model
 from .plant import AbstractPlant
 from .projection import ConstrainedSystem
 from .simulate import call_compiled, desired_state

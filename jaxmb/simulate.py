@@ -25,8 +25,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 from . import projection
+from .checks import as_real_array, check_finite, checked, runtime_check
 from .dynamics import forward_dynamics
-from .model import Model, _checked, as_real_array, check_finite, runtime_check
+from .model import Model
 from .plant import AbstractPlant, HydraulicPlant, limit_events
 from .projection import ConstrainedSystem
 from .rosenbrock import Rodas4
@@ -110,10 +111,10 @@ class QuinticWaypoints(Reference):
                 f"QuinticWaypoints: waypoints must be a finite (k >= 2, n) array, got shape {w.shape}"
             )
         self.waypoints = jnp.asarray(w)
-        self.segment_time = _checked(
+        self.segment_time = checked(
             segment_time, lambda x: ~(x > 0), "QuinticWaypoints: segment_time must be > 0 s", ()
         )
-        self.t_start = _checked(
+        self.t_start = checked(
             t_start, lambda x: ~jnp.isfinite(x), "QuinticWaypoints: t_start must be finite", ()
         )
 
@@ -498,7 +499,7 @@ def simulate(
             setting); ``rtol``/``atol`` are then unused and ``ts`` should be multiples of it.
         dtmin: smallest step (s) the adaptive controller may take; a solve that needs a
             smaller one fails at once instead of spending ``max_steps`` on rejected steps, as it
-            does when the state leaves the model's domain inside `jaxmb.model.failures_as_nan`
+            does when the state leaves the model's domain inside `jaxmb.checks.failures_as_nan`
             (batched studies). None: no minimum.
 
     Raises:
@@ -543,10 +544,10 @@ def simulate(
     if fixed_step is None:
 
         def positive(name, tol):
-            checked = _checked(
+            ok = checked(
                 tol, lambda x: ~(jnp.isfinite(x) & (x > 0)), f"simulate: {name} must be > 0"
             )
-            return checked if isinstance(tol, jax.core.Tracer) else tol  # a traced check is kept
+            return ok if isinstance(tol, jax.core.Tracer) else tol  # a traced check is kept
 
         rtol, atol = positive("rtol", rtol), positive("atol", atol)
     if not isinstance(max_steps, int | np.integer):

@@ -26,8 +26,8 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from .aba import aba
-from .kinematics import _check_q
-from .model import Model, check_finite, runtime_check
+from .checks import check_coordinates, check_finite, runtime_check
+from .model import Model
 from .recursive import _frame_wrenches, crba_augmented, rnea_augmented
 from .tree import tree_of
 from .tree_dynamics import (
@@ -241,7 +241,7 @@ def gamma_and_rest(
 def crba(model: Model, q: Float[ArrayLike, " n"], *, choice: str = "auto") -> Float[Array, "n n"]:
     r"""$\Gamma = E^\top \hat\Gamma(\Xi(q)) E$ by the composite-rigid-body algorithm (DESIGN.md
     fast path for eq. (10)); ``choice`` picks the recursion (`recursion`)."""
-    return unchecked_crba(model, _check_q(model, q), choice=choice)
+    return unchecked_crba(model, check_coordinates(model, q), choice=choice)
 
 
 def rnea(
@@ -257,7 +257,7 @@ def rnea(
 ) -> Float[Array, " n"]:
     r"""$Q_a = \Gamma \ddot q + h - Q_e$ in minimal coordinates by RNEA on the augmented tree:
     $E^\top \hat\tau(\Xi(q), E\dot q, E\ddot q + \dot E \dot q)$."""
-    q = _check_q(model, q)
+    q = check_coordinates(model, q)
     qd, qdd = check_finite(qd, "qd"), check_finite(qdd, "qdd")
     return unchecked_rnea(
         model, q, qd, qdd, gravity=gravity, wrenches=wrenches, inertias=inertias, choice=choice

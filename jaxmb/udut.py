@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .kinematics import _check_q
-from .model import Model, check_all_finite
+from .checks import check_all_finite, check_coordinates
+from .model import Model
 from .terms import gamma_and_rest
 from .tree import tree_of
 from .tree_dynamics import augmented_state
@@ -196,13 +196,11 @@ def udut_inverse_dynamics(
     wrenches=None,
 ) -> Float[Array, " n"]:
     r"""$Q_a = U D U^\top \ddot q + h - Q_e$ (eq. (13) through the factor)."""
-    from .dynamics import _check_vec
-
     q, qd, qdd = check_all_finite(
         {
-            "q": _check_q(model, q, finite=False),
-            "qd": _check_vec(model, qd, "qd", finite=False),
-            "qdd": _check_vec(model, qdd, "qdd", finite=False),
+            "q": check_coordinates(model, q, finite=False),
+            "qd": check_coordinates(model, qd, "qd", finite=False),
+            "qdd": check_coordinates(model, qdd, "qdd", finite=False),
         }
     )
     Gamma, rest = gamma_and_rest(model, augmented_state(model, q, qd), wrenches)

@@ -46,17 +46,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .checks import check_finite, checked, finite_inputs, not_finite
 from .kinematics import frame_jacobian, frame_pose
-from .model import (
-    Body,
-    Model,
-    _checked,
-    _inertia_bad,
-    _not_finite,
-    _rotation_bad,
-    check_finite,
-    finite_inputs,
-)
+from .model import Body, Model, _inertia_bad, _rotation_bad
 from .spatial import rot_z, skew
 
 __all__ = [
@@ -166,9 +158,9 @@ class RigidBody(eqx.Module):
     inertia: Float[Array, "3 3"]
 
     def __init__(self, mass=0.0, com=(0.0, 0.0, 0.0), inertia=None):
-        self.mass = _checked(mass, lambda m: ~(m >= 0), "RigidBody: mass must be >= 0", ())
-        self.com = _checked(com, _not_finite, "RigidBody: com must be finite", (3,))
-        self.inertia = _checked(
+        self.mass = checked(mass, lambda m: ~(m >= 0), "RigidBody: mass must be >= 0", ())
+        self.com = checked(com, not_finite, "RigidBody: com must be finite", (3,))
+        self.inertia = checked(
             jnp.zeros((3, 3)) if inertia is None else inertia,
             _inertia_bad,
             "RigidBody: inertia must be finite, symmetric, positive semidefinite and satisfy the "
@@ -325,7 +317,7 @@ def accompanying_function(
 
 
 def _positive(name: str):
-    return lambda x: _checked(x, lambda v: ~(v > 0), f"{name} must be > 0 and finite", ())
+    return lambda x: checked(x, lambda v: ~(v > 0), f"{name} must be > 0 and finite", ())
 
 
 def _zero_body() -> RigidBody:
@@ -374,16 +366,16 @@ class RevoluteSegment(eqx.Module):
         self.L = _positive("RevoluteSegment: L")(L)
         self.L1 = _positive("RevoluteSegment: L1")(L1)
         self.x0 = _positive("RevoluteSegment: x0")(x0)
-        self.l_c = _checked(l_c, _not_finite, "RevoluteSegment: l_c must be finite", ())
-        self.R_B1E = _checked(
+        self.l_c = checked(l_c, not_finite, "RevoluteSegment: l_c must be finite", ())
+        self.R_B1E = checked(
             jnp.eye(3) if R_B1E is None else R_B1E,
             _rotation_bad,
             "RevoluteSegment: R_B1E must be a proper rotation",
             (3, 3),
         )
-        self.r_B1E = _checked(
+        self.r_B1E = checked(
             jnp.zeros(3) if r_B1E is None else r_B1E,
-            _not_finite,
+            not_finite,
             "RevoluteSegment: r_B1E must be finite",
             (3,),
         )
@@ -603,12 +595,12 @@ class PrismaticSegment(eqx.Module):
         piston: RigidBody | None = None,
         load: RigidBody | None = None,
     ):
-        self.x0 = _checked(x0, _not_finite, "PrismaticSegment: x0 must be finite", ())
-        rot = lambda R, n: _checked(  # noqa: E731
+        self.x0 = checked(x0, not_finite, "PrismaticSegment: x0 must be finite", ())
+        rot = lambda R, n: checked(  # noqa: E731
             jnp.eye(3) if R is None else R, _rotation_bad, f"PrismaticSegment: {n}", (3, 3)
         )
-        vec = lambda r, n: _checked(  # noqa: E731
-            jnp.zeros(3) if r is None else r, _not_finite, f"PrismaticSegment: {n}", (3,)
+        vec = lambda r, n: checked(  # noqa: E731
+            jnp.zeros(3) if r is None else r, not_finite, f"PrismaticSegment: {n}", (3,)
         )
         self.R_B5P3, self.r_B5P3 = rot(R_B5P3, "R_B5P3"), vec(r_B5P3, "r_B5P3")
         self.R_P3E, self.r_P3E = rot(R_P3E, "R_P3E"), vec(r_P3E, "r_P3E")
@@ -702,14 +694,14 @@ class VDCChain(eqx.Module):
                     f"{type(s).__name__}"
                 )
         n = len(self.segments)
-        self.gravity = _checked(gravity, _not_finite, "VDCChain: gravity must be finite", (3,))
-        self.q_offset = _checked(
+        self.gravity = checked(gravity, not_finite, "VDCChain: gravity must be finite", (3,))
+        self.q_offset = checked(
             jnp.zeros(n) if q_offset is None else q_offset,
-            _not_finite,
+            not_finite,
             "VDCChain: q_offset must be finite",
             (n,),
         )
-        self.R_WC = _checked(
+        self.R_WC = checked(
             jnp.eye(3) if R_WC is None else R_WC,
             _rotation_bad,
             "VDCChain: R_WC must be a proper rotation",

@@ -1,5 +1,5 @@
 """What the run-time input checks cost: the Section IV closed loop (20 s) and the arm's forward
-dynamics vmapped over 10^4 states, with the checks (`jaxmb.model.check_finite` and
+dynamics vmapped over 10^4 states, with the checks (`jaxmb.checks.check_finite` and
 `check_all_finite` on the state arguments, as shipped) and with them replaced by the identity,
 in the same process. (One `equinox.error_if` per argument cost 40 % of the batched forward
 dynamics, as each splits the fused computation under vmap; one per call costs a few percent.)

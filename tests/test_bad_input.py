@@ -342,7 +342,7 @@ def test_traced_non_finite_input_is_refused_at_run_time():
     qs = jnp.array([[0.1, 0.2], [jnp.nan, 0.2]])
     with pytest.raises(RuntimeError, match="q: must be finite"):
         jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
-    with jaxmb.model.failures_as_nan():  # batched studies: the bad row is NaN, the good one not
+    with jaxmb.checks.failures_as_nan():  # batched studies: the bad row is NaN, the good one not
         M = jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
     assert np.isfinite(M[0]).all() and np.isnan(M[1]).any()
 
@@ -532,7 +532,7 @@ def test_cli_arguments_are_validated(argv, message):
 
 def test_equinox_errors_are_runtime_errors():
     """What the run-time route raises is a RuntimeError (documented in STYLE.md)."""
-    f = eqx.filter_jit(lambda x: jaxmb.model.check_finite(x, "x"))
+    f = eqx.filter_jit(lambda x: jaxmb.checks.check_finite(x, "x"))
     with pytest.raises(RuntimeError, match="x: must be finite"):
         f(jnp.array([jnp.nan]))
 

@@ -83,7 +83,7 @@ def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
     def breaks(t, q, qd, desired):
         return jnp.where(t > 1.0, jnp.nan, -k * q - c * qd)
 
-    with jaxmb.model.failures_as_nan():  # the NaN force fails the solve, not a check
+    with jaxmb.checks.failures_as_nan():  # the NaN force fails the solve, not a check
         runs = [simulate(slider(), breaks, ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
                          dtmin=1e-6, throw=False, progress=p) for p in (False, True)]  # fmt: skip
     t = np.asarray(ts)

@@ -12,7 +12,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..model import Body, CoordinateMap, Frame, Model, _checked, runtime_check
+from ..checks import checked, runtime_check
+from ..model import Body, CoordinateMap, Frame, Model
 from ..projection import ConstrainedSystem, PointCoincidence
 from ..spatial import rot_x
 
@@ -57,8 +58,8 @@ class TriangleLoop(CoordinateMap):
     names: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(self, L0=L0, l0=l0, full: bool = False):
-        self.L0 = _checked(L0, lambda x: ~(x > 0), "TriangleLoop: L0 must be > 0 and finite", ())
-        self.l0 = _checked(l0, lambda x: ~(x > 0), "TriangleLoop: l0 must be > 0 and finite", ())
+        self.L0 = checked(L0, lambda x: ~(x > 0), "TriangleLoop: L0 must be > 0 and finite", ())
+        self.l0 = checked(l0, lambda x: ~(x > 0), "TriangleLoop: l0 must be > 0 and finite", ())
         self.full = full
         self.names = ("phi", "theta", "delta")
 
