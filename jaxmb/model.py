@@ -42,6 +42,8 @@ __all__ = [
     "replace_body",
     "replace_placement",
     "INERTIA_ATOL",
+    "inertia_unrealisable",
+    "rotation_improper",
 ]
 
 WORLD = "S"
@@ -66,7 +68,7 @@ def _inertia_asymmetric(I):
     return ~(finite & (jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale))
 
 
-def _inertia_bad(I):
+def inertia_unrealisable(I):
     """True unless I is finite, symmetric, positive semidefinite and obeys the triangle
     inequalities of its principal moments (a physically realisable rigid-body inertia about the
     COM; zero for a point mass, singular for a thin rod), within `INERTIA_ATOL`."""
@@ -82,7 +84,8 @@ def _inertia_bad(I):
     return ~(finite & sym & pd & tri)
 
 
-def _rotation_bad(R):
+def rotation_improper(R):
+    """True unless R is a finite proper rotation (orthonormal to round-off, det +1)."""
     finite = jnp.isfinite(R).all()
     Rs = jnp.where(finite, R, jnp.eye(3, dtype=R.dtype))
     orth = jnp.abs(Rs.T @ Rs - jnp.eye(3, dtype=R.dtype)).max() <= 1e3 * _tol(R)
@@ -153,7 +156,7 @@ class Body(eqx.Module):
         if physical:
             self.inertia = checked(
                 inertia,
-                _inertia_bad,
+                inertia_unrealisable,
                 f"body {name!r}: inertia must be finite, symmetric, positive semidefinite and "
                 "satisfy the triangle inequalities of its principal moments",
                 (3, 3),
@@ -217,7 +220,7 @@ class Frame(eqx.Module):
         self.name, self.parent, self.joint, self.coordinate = name, parent, joint, coordinate
         self.rotation = checked(
             jnp.eye(3) if rotation is None else rotation,
-            _rotation_bad,
+            rotation_improper,
             f"frame {name!r}: rotation must be a finite proper rotation matrix",
             (3, 3),
         )

@@ -46,6 +46,7 @@ __all__ = [
     "ProjectedTerms",
     "INERTIA_FORMS",
     "constraint_residual",
+    "unchecked_residual",
     "constraint_jacobian",
     "constraint_bias",
     "projector",
@@ -149,7 +150,7 @@ class ConstrainedSystem(eqx.Module):
         self.atol, self.rtol = float(atol), None if rtol is None else float(rtol)
         n = model.n
         out = jax.eval_shape(
-            lambda q: _phi(self, q), jax.ShapeDtypeStruct((n,), model.gravity.dtype)
+            lambda q: unchecked_residual(self, q), jax.ShapeDtypeStruct((n,), model.gravity.dtype)
         )
         if out.ndim != 1 or out.shape[0] < 1:
             raise ValueError(
@@ -168,7 +169,9 @@ class ConstrainedSystem(eqx.Module):
         return self.model.coordinate_names
 
 
-def _phi(system: ConstrainedSystem, q):
+def unchecked_residual(system: ConstrainedSystem, q):
+    """``Phi(q)`` without `constraint_residual`'s input check: for callers whose ``q`` is
+    checked already, or traced inside a solve."""
     c = system.constraint
     return c(system.model, q) if isinstance(c, AbstractConstraint) else c(q)
 
@@ -195,7 +198,7 @@ def _pinv(system: ConstrainedSystem, a):
 @eqx.filter_jit
 def constraint_residual(system: ConstrainedSystem, q: Float[ArrayLike, " n"]) -> Float[Array, " m"]:
     """``Phi(q)``: zero on the constraint manifold."""
-    return _phi(system, _vec(system, q, "q"))
+    return unchecked_residual(system, _vec(system, q, "q"))
 
 
 @finite_inputs
@@ -204,7 +207,7 @@ def constraint_jacobian(
     system: ConstrainedSystem, q: Float[ArrayLike, " n"]
 ) -> Float[Array, "m n"]:
     r"""$A = \partial\Phi/\partial q$ (Aghili (2005) eq. (11)), by forward-mode autodiff."""
-    return jax.jacfwd(lambda q_: _phi(system, q_))(_vec(system, q, "q"))
+    return jax.jacfwd(lambda q_: unchecked_residual(system, q_))(_vec(system, q, "q"))
 
 
 @finite_inputs
@@ -219,7 +222,7 @@ def constraint_bias(
     q, qd = _vecs(system, q=q, qd=qd)
 
     def velocity(q_):
-        return jax.jvp(lambda x: _phi(system, x), (q_,), (qd,))[1]  # A(q) qd
+        return jax.jvp(lambda x: unchecked_residual(system, x), (q_,), (qd,))[1]  # A(q) qd
 
     return jax.jvp(velocity, (q,), (qd,))[1]
 
@@ -443,7 +446,7 @@ def newton_projection(
 
 def _free_residual(system: ConstrainedSystem, q0, idx_free):
     """``Phi`` as a function of the free coordinates, the others held at ``q0``'s values."""
-    return lambda x: _phi(system, q0.at[idx_free].set(x))
+    return lambda x: unchecked_residual(system, q0.at[idx_free].set(x))
 
 
 @eqx.filter_jit
@@ -482,11 +485,13 @@ def correct(
 
     def needs(q, qd):
         A = constraint_jacobian(system, q)
-        return (jnp.max(jnp.abs(_phi(system, q))) > tol) | (jnp.max(jnp.abs(A @ qd)) > tol)
+        return (jnp.max(jnp.abs(unchecked_residual(system, q))) > tol) | (
+            jnp.max(jnp.abs(A @ qd)) > tol
+        )
 
     def fix(q, qd):
         q, _ = newton_projection(
-            lambda x: _phi(system, x),
+            lambda x: unchecked_residual(system, x),
             q,
             tol=tol,
             max_iter=max_iter,

@@ -41,7 +41,7 @@ from .spatial import (
     spatial_inertia,
 )
 
-__all__ = ["body_spatial_inertias", "rnea_augmented", "crba_augmented"]
+__all__ = ["body_spatial_inertias", "frame_wrenches", "rnea_augmented", "crba_augmented"]
 
 
 def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
@@ -51,7 +51,7 @@ def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
     return jnp.stack([spatial_inertia(b.mass, b.com, b.inertia) for b in model.bodies])
 
 
-def _frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[int, Array]:
+def frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[int, Array]:
     """External wrenches moved to their kinematic frame's coordinates, summed per frame."""
     out: dict[int, Array] = {}
     for name, W in (wrenches or {}).items():
@@ -197,7 +197,7 @@ def rnea_augmented(
             with respect to them; the result is linear in them)."""
     qhat, qhatd, qhatdd = jnp.asarray(qhat), jnp.asarray(qhatd), jnp.asarray(qhatdd)
     M_body = body_spatial_inertias(model) if inertias is None else inertias
-    W_ext = _frame_wrenches(model, wrenches)
+    W_ext = frame_wrenches(model, wrenches)
     dtype = jnp.result_type(qhat, qhatd, qhatdd, M_body, model.gravity, *W_ext.values())
     nf = len(model.frames)
     M_frame = _frame_inertias(model, M_body)

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 
 from .dynamics import bias_forces, mass_matrix
 from .flexible import FlexibleJointPlant
-from .projection import ConstrainedSystem, _phi
+from .projection import ConstrainedSystem, unchecked_residual
 
 __all__ = [
     "time_derivative",
@@ -69,7 +69,7 @@ def _split_jacobian(system, actuated, eta):
     ia, iu = selection(system, actuated)
     if not isinstance(system, ConstrainedSystem):
         return ia, iu, None, None
-    B = jax.jacfwd(lambda q: _phi(system, q))(eta)  # eq. (2)
+    B = jax.jacfwd(lambda q: unchecked_residual(system, q))(eta)  # eq. (2)
     return ia, iu, B[:, ia], B[:, iu]
 
 
@@ -86,7 +86,9 @@ def complete_jet(
         if Bu is None:  # no loop constraints: every coordinate is actuated
             coeffs = trial
             continue
-        r = time_derivative(lambda t, c=trial: _phi(system, _poly(c, t)), j)  # B_a a_j + lower
+        r = time_derivative(
+            lambda t, c=trial: unchecked_residual(system, _poly(c, t)), j
+        )  # B_a a_j + lower
         coeffs = coeffs + [trial[-1].at[iu].set(-jnp.linalg.solve(Bu, r))]
     return coeffs
 

@@ -28,7 +28,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .aba import aba
 from .checks import check_coordinates, check_finite, runtime_check
 from .model import Model
-from .recursive import _frame_wrenches, crba_augmented, rnea_augmented
+from .recursive import crba_augmented, frame_wrenches, rnea_augmented
 from .tree import tree_of
 from .tree_dynamics import (
     AugmentedState,
@@ -127,7 +127,7 @@ def unchecked_terms(
 ) -> DynamicsTerms:
     """`DynamicsTerms` at ``(q, qd)`` already checked by the caller (wrenches are checked here)."""
     state = augmented_state(model, q, qd)
-    W = _frame_wrenches(model, wrenches)
+    W = frame_wrenches(model, wrenches)
     if recursion(model, choice) == "unrolled":
         qhat, zero = state.qhat, jnp.zeros_like(state.qhat)
         Gamma_hat = crba_augmented(model, qhat)
@@ -183,7 +183,7 @@ def unchecked_rnea(
             inertias=inertias,
         )
     else:
-        W = _frame_wrenches(model, wrenches)
+        W = frame_wrenches(model, wrenches)
         tau_hat = rnea_world(
             model,
             state.qhat,
@@ -212,7 +212,7 @@ def unchecked_forward(
     tau = jnp.asarray(tau, state.qd.dtype)
     if solver(model, solve) == "aba":
         kin = tree_kinematics(model, state.qhat, state.qhatd, gravity=False)
-        return aba(model, state, kin, tau, _frame_wrenches(model, wrenches))
+        return aba(model, state, kin, tau, frame_wrenches(model, wrenches))
     Gamma, rest = gamma_and_rest(model, state, wrenches, choice=choice)
     return _cholesky_solve(Gamma, tau - rest)
 
@@ -232,7 +232,7 @@ def gamma_and_rest(
         )
     else:
         kin = tree_kinematics(model, state.qhat, state.qhatd, state.Edot_qd, gravity=True)
-        forces = tree_forces(model, kin, _frame_wrenches(model, wrenches))
+        forces = tree_forces(model, kin, frame_wrenches(model, wrenches))
         Gamma_hat = crba_world(model, kin, forces)
         rest = joint_forces(model, kin, forces.F - forces.W)  # h - Q_e on the tree
     return _gamma(state, Gamma_hat), state.pull(rest)

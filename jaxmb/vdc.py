@@ -48,7 +48,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .checks import check_finite, checked, finite_inputs, not_finite
 from .kinematics import frame_jacobian, frame_pose
-from .model import Body, Model, _inertia_bad, _rotation_bad
+from .model import Body, Model, inertia_unrealisable, rotation_improper
 from .spatial import rot_z, skew
 
 __all__ = [
@@ -162,7 +162,7 @@ class RigidBody(eqx.Module):
         self.com = checked(com, not_finite, "RigidBody: com must be finite", (3,))
         self.inertia = checked(
             jnp.zeros((3, 3)) if inertia is None else inertia,
-            _inertia_bad,
+            inertia_unrealisable,
             "RigidBody: inertia must be finite, symmetric, positive semidefinite and satisfy the "
             "triangle inequalities of its principal moments",
             (3, 3),
@@ -369,7 +369,7 @@ class RevoluteSegment(eqx.Module):
         self.l_c = checked(l_c, not_finite, "RevoluteSegment: l_c must be finite", ())
         self.R_B1E = checked(
             jnp.eye(3) if R_B1E is None else R_B1E,
-            _rotation_bad,
+            rotation_improper,
             "RevoluteSegment: R_B1E must be a proper rotation",
             (3, 3),
         )
@@ -597,7 +597,7 @@ class PrismaticSegment(eqx.Module):
     ):
         self.x0 = checked(x0, not_finite, "PrismaticSegment: x0 must be finite", ())
         rot = lambda R, n: checked(  # noqa: E731
-            jnp.eye(3) if R is None else R, _rotation_bad, f"PrismaticSegment: {n}", (3, 3)
+            jnp.eye(3) if R is None else R, rotation_improper, f"PrismaticSegment: {n}", (3, 3)
         )
         vec = lambda r, n: checked(  # noqa: E731
             jnp.zeros(3) if r is None else r, not_finite, f"PrismaticSegment: {n}", (3,)
@@ -703,7 +703,7 @@ class VDCChain(eqx.Module):
         )
         self.R_WC = checked(
             jnp.eye(3) if R_WC is None else R_WC,
-            _rotation_bad,
+            rotation_improper,
             "VDCChain: R_WC must be a proper rotation",
             (3, 3),
         )
