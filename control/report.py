@@ -146,10 +146,13 @@ def _plots(sc: Scenario, tr: Trajectory, summary: dict, out: Path) -> None:
         """One panel per coordinate, the disturbance window shaded, saved as ``out/path``."""
         fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(8, 2.2 * len(names)))
         fig.suptitle(title)
+        lo, hi = sc.disturbance_window
         for i, (ax, nm) in enumerate(zip(axes, names, strict=True)):
-            ax.axvspan(*sc.disturbance_window, color="0.85", label="disturbance")
+            if lo < t[-1] and hi > t[0]:  # only what the run spans: a short run keeps its axis
+                ax.axvspan(max(lo, t[0]), min(hi, t[-1]), color="0.85", label="disturbance")
             draw(ax, i, nm)
             ax.set_ylabel(ylabel(nm))
+            ax.set_xlim(t[0], t[-1])
         axes[-1].set_xlabel("t [s]")
         fig.tight_layout()
         fig.savefig(out / path, dpi=110)
