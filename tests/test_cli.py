@@ -104,7 +104,13 @@ def test_simulate_writes_the_report(tmp_path, capsys):
     header = rows[0].split(",")
     e_theta = data[:, header.index("e_theta")]
     np.testing.assert_allclose(summary["rmse"]["theta"], np.sqrt(np.mean(e_theta**2)), rtol=1e-12)
-    assert "RMSE" in capsys.readouterr().out
+    # a 2 s run has no "after 5 s": the errors after the transient are its second half's, as
+    # the summary and the printed header say, and agree with the CSV
+    assert summary["max_abs_error_after_s"] == 1.0
+    after = data[:, 0] >= 1.0
+    assert summary["max_abs_error_after_5s"]["theta"] == pytest.approx(np.abs(e_theta[after]).max())
+    printed = capsys.readouterr().out
+    assert "RMSE" in printed and "max|e| t>1s" in printed
 
 
 def test_simulate_rejects_bad_gains():
