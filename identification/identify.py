@@ -125,7 +125,7 @@ def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[st
 
 
 def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None, *,
-                    user_drives: bool = False):  # fmt: skip
+                    user_drives: bool = False, urdf_source=None):  # fmt: skip
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
@@ -198,6 +198,7 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         source={"log": str(log_path), "validation": [str(v) for v in validate]},
     )
     plots = report.torque_plots(out, series, model.coordinate_names)
+    urdf = _write_urdf(out / "identified.urdf", name, model, res, urdf_source, log_path)
     return {
         "route": "regressor",
         "method": {
@@ -219,7 +220,64 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         "validation_rmse": validation,
         "validation_fit_percent": validation_fit,
         "plots": plots,
+        "urdf": urdf,
     }
+
+
+def _kr300_limits() -> dict:
+    from jaxmb.models.kr300 import kr300_drives
+
+    d = kr300_drives()
+    return {
+        f"q{i + 1}": (float(lo), float(hi))
+        for i, (lo, hi) in enumerate(zip(d.q_min, d.q_max, strict=True))
+    }
+
+
+# joint limits of built-in models, for the URDF they are written as
+LIMITS: dict[str, Callable[[], dict]] = {"kr300": _kr300_limits}
+
+
+def _write_urdf(path: Path, name, prior, res, urdf_source, log_path) -> dict:
+    """The identified model as a URDF (`jaxmb.models.urdf_write`): a copy of the input URDF, or
+    of the built-in model written as one, with the identified bodies and joint terms. Only a
+    physically consistent fit is a model to write; ``{"file": ..., "not_in_file": ...}`` or
+    ``{"file": None, "why": ...}`` for the summary."""
+    from jaxmb.models.urdf_write import model_urdf, with_parameters
+
+    bad = [b for b, ok in res.consistent.items() if not ok]
+    if res.method != "consistent" or bad:
+        why = (
+            f"method {res.method!r} fits base parameters, which are not a physical model"
+            if res.method != "consistent"
+            else f"bodies {bad} are not physically realisable"
+        )
+        return {"file": None, "why": why + "; no URDF written (use --method consistent)"}  # fmt: skip
+    try:
+        source = (Path(urdf_source).read_bytes() if urdf_source is not None
+                  else model_urdf(prior, name=name, limits=LIMITS.get(name, dict)()))  # fmt: skip
+    except ValueError as err:  # closed loops: no URDF describes the model
+        return {"file": None, "why": f"{err}; no URDF written"}
+    not_in_file = {}
+    if res.known_forces or res.scales:
+        not_in_file["forces"] = (
+            "generalized forces outside the rigid-body model, not in the URDF: "
+            + ", ".join(
+                [
+                    *(f"{k} (known)" for k in res.known_forces),
+                    *(f"{k} (scale {v:.6g})" for k, v in res.scales.items()),
+                ]
+            )  # fmt: skip
+        )
+    gear = res.drives.gear_ratio if res.drives is not None else {}
+    notes = {
+        "jaxmb identify": f"physically consistent fit of {Path(log_path).name}; inertias, "
+        "damping (viscous), friction (Coulomb) and transmission rotor inertia (armature) "
+        "identified",
+        **not_in_file,
+    }
+    path.write_text(with_parameters(source, res.model, res.joint, gear_ratio=gear, notes=notes))
+    return {"file": path.name, "not_in_file": list(not_in_file.values())}
 
 
 def identify(
@@ -288,8 +346,10 @@ def identify(
                 options["drives"] = drives
             elif name in DRIVES:
                 options["drives"] = DRIVES[name]()
+            source = model if Path(model).suffix.lower() == ".urdf" else None
             summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window,
-                                      user_drives=drives is not None)  # fmt: skip
+                                      user_drives=drives is not None,
+                                      urdf_source=source)  # fmt: skip
         else:
             from .hydraulic_route import identify_hydraulic
 

@@ -622,6 +622,12 @@ def identify_cmd(args: argparse.Namespace) -> int:
             ex = summary["validation_rmse_expected"][name]
             print("  expected from the noise and the parameters' std: "
                   + ", ".join(f"{k} {v:.4g}" for k, v in ex.items()))  # fmt: skip
+    urdf = summary.get("urdf")
+    if urdf is not None:
+        if urdf["file"] is None:
+            print(f"identified URDF: {urdf['why']}")
+        for line in urdf.get("not_in_file", ()):
+            print(f"identified URDF {urdf['file']}: {line}")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
 

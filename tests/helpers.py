@@ -1,5 +1,6 @@
 """Shared jitted functions, and references that share no code with jaxmb."""
 
+import xml.etree.ElementTree as ET
 from functools import partial
 
 import numpy as np
@@ -170,3 +171,51 @@ def spec_crane_plant(payload=0.0):
         actuators.append(HydraulicActuator(name, mount, cyl, valve,
                                            StribeckFriction(**S["friction"])))  # fmt: skip
     return HydraulicPlant(model, actuators)
+
+
+def pinocchio_agrees(xml: str, model, armature=None, seed=0):
+    """Pinocchio's CRBA and RNEA at random states equal jaxmb's mass matrix (plus ``armature``
+    on the diagonal) and inverse dynamics of ``model`` to 1e-10 relative; coordinates are
+    matched by joint name. Pinocchio's URDF reader leaves transmissions alone, so the armature
+    is read from the file's rotor inertias and gear ratios (``G^2 J_m``) and set."""
+    import pinocchio as pin  # a required test dependency: never skip the oracle
+
+    pm = pin.buildModelFromXML(xml)
+    names = [pm.names[i] for i in range(1, pm.njoints)]
+    perm = np.array([model.coordinate_names.index(nm) for nm in names])
+    if armature is not None:
+        in_file = file_armature(xml, model.coordinate_names)
+        np.testing.assert_allclose(in_file, armature, rtol=1e-15)
+        pm.armature[:] = in_file[perm]
+    pd = pm.createData()
+    rng = np.random.default_rng(seed)
+    for _ in range(2):
+        q, qd = rng.uniform(-1, 1, size=(2, model.n))
+        M = np.asarray(mass_matrix(model, q)) + np.diag(
+            np.zeros(model.n) if armature is None else armature
+        )
+        M_pin = pin.crba(pm, pd, q[perm])
+        M_pin = np.triu(M_pin) + np.triu(M_pin, 1).T
+        scale = max(1.0, np.abs(M).max())
+        np.testing.assert_allclose(M[np.ix_(perm, perm)], M_pin, rtol=0, atol=1e-10 * scale)
+        h = np.asarray(inverse_dynamics(model, q, qd, np.zeros(model.n)))
+        h_pin = pin.rnea(pm, pd, q[perm], qd[perm], np.zeros(model.n))
+        np.testing.assert_allclose(h[perm], h_pin, rtol=0, atol=1e-10 * max(1.0, np.abs(h).max()))
+    return pm
+
+
+def file_armature(xml: str, coordinates) -> np.ndarray:
+    """Each coordinate's ``G^2 J_m`` from its transmission's Drake rotor inertia and gear
+    ratio."""
+    from jaxmb.models.urdf_write import DRAKE_NS
+
+    root = ET.fromstring(xml)
+    out = []
+    for c in coordinates:
+        (trans,) = [t for t in root.findall("transmission") if t.find("joint").get("name") == c]
+        act = trans.find("actuator")
+        J = float(act.find(f"{{{DRAKE_NS}}}rotor_inertia").get("value"))
+        G = float(act.find(f"{{{DRAKE_NS}}}gear_ratio").get("value"))
+        assert float(act.find("mechanicalReduction").text) == G
+        out.append(G**2 * J)
+    return np.array(out)

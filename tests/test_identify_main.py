@@ -88,6 +88,25 @@ def test_kr300_parameter_table_and_file(kr300_run):
     assert 1 < summary["condition_number"] < 1e4
 
 
+def test_kr300_identified_urdf(kr300_run):
+    """Issue 31: the main job writes the identified KR300 as a URDF; Pinocchio loads it to the
+    mass matrix (with the armature its transmissions give) and inverse dynamics of the
+    parameter file's model; the counterbalance, outside the rigid-body model, is named."""
+    from helpers import pinocchio_agrees
+
+    from jaxmb.identification import params_file
+    from jaxmb.models.kr300 import kr300
+
+    out, summary = kr300_run
+    assert summary["urdf"]["file"] == "identified.urdf"
+    assert "counterbalance (known)" in summary["urdf"]["not_in_file"][0]
+    doc = params_file.read_params(out / "params.json", model_name="kr300")
+    model = params_file.apply_bodies(kr300(), doc)
+    text = (out / "identified.urdf").read_text()
+    pinocchio_agrees(text, model, [doc["joints"][f"q{i}"]["armature"] for i in range(1, 7)])
+    assert "counterbalance (known)" in text
+
+
 def _without_payload(src, dst, window=None):
     """A copy of a log whose sidecar does not say what the tool carries."""
     from jaxmb.identification.logs import Log, read_log, write_log

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import pinocchio_agrees
 
 import jaxmb
 from jaxmb import cli
@@ -167,6 +168,24 @@ def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
     pi_true = rg.standard_parameters(model, rigid.DEFAULT_TERMS, TRUE_JOINT)
     np.testing.assert_allclose(Y @ pi_file, Y @ pi_true, rtol=0.02, atol=0.05)
     assert "route: regressor" in printed.out
+    # issue 31: the identified model as a copy of the input URDF, the same dynamics in Pinocchio
+    assert summary["urdf"] == {"file": "identified.urdf", "not_in_file": []}
+    text = (out / "identified.urdf").read_text()
+    armature = [doc["joints"][c]["armature"] for c in model.coordinate_names]
+    pm = pinocchio_agrees(text, new, armature)
+    order = [pm.names[i] for i in range(1, pm.njoints)]
+    np.testing.assert_allclose(pm.damping, [doc["joints"][c]["viscous"] for c in order])
+    np.testing.assert_allclose(pm.friction, [doc["joints"][c]["coulomb"] for c in order])
+    assert f"offset = {doc['joints']['joint2']['offset']!r}" in text
+    # a base-parameter fit is no physical model: no URDF, and the report says why
+    out2 = tmp_path / "wls"
+    argv = ["identify", str(tmp_path / "train.csv"), "--model", str(path), "--out", str(out2),
+            "--cutoff", "5", "--quiet", "--method", "wls"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert not (out2 / "identified.urdf").exists()
+    why = json.loads((out2 / "summary.json").read_text())["urdf"]["why"]
+    assert why.startswith("method 'wls' fits base parameters, which are not a physical model")
+    assert f"identified URDF: {why}" in capsys.readouterr().out
 
 
 def test_identify_cli_rejects_a_malformed_log(robot, tmp_path):
@@ -240,6 +259,9 @@ def test_the_closed_chain_arm_identified_and_simulated(tmp_path):
     # the fit reaches the 0.5 N m (N) noise and no further
     for v in summary["fit_rmse"].values():
         assert 0.45 < v < 0.6
+    # a closed chain has no URDF: none is written, and the summary says why
+    assert summary["urdf"]["file"] is None and "closed kinematic loops" in summary["urdf"]["why"]
+    assert not (out / "identified.urdf").exists()
     sim = tmp_path / "sim"
     argv = ["simulate", "--params", str(out / "params.json"), "--t-final", "0.05",
             "--dt-save", "0.01", "--out", str(sim), "--no-plots", "--quiet"]  # fmt: skip
