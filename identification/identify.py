@@ -29,7 +29,15 @@ import numpy as np
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
-from .logs import check_uniform, read_log, schema_for, window_option
+from .logs import (
+    LogError,
+    check_uniform,
+    read_log,
+    sampling_report,
+    schema_for,
+    uniform_segments,
+    window_option,
+)
 from .regressor import JOINT_TERMS
 from .rigid import (
     DEFAULT_TERMS,
@@ -124,8 +132,43 @@ def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[st
     return {n: report.fit_percent(y[:, k], yh[:, k]) for k, n in enumerate(names)}
 
 
+def _as_recorded(log, source: str, cutoff: float, resample: str):
+    """``(segments, note)``: a uniform log as its one segment (note None); a log with jittered
+    stamps or gaps split at every gap longer than a tenth of the cutoff's period (and two
+    median intervals) and put on a uniform grid piece by piece (`logs.uniform_segments`;
+    pieces shorter than four edge trims dropped), or refused with ``resample="off"``."""
+    rep = sampling_report(log)
+    if rep.uniform:
+        return (log,), None
+    if resample == "off":
+        check_uniform(log, source, advice="drop --resample off: the regressor route splits such "
+                      "a log at its gaps and resamples each piece itself (--resample auto, the "
+                      "default), or fit a --window without the gap")  # fmt: skip
+    try:
+        us = uniform_segments(log, max_gap=max(2 * rep.dt, 0.1 / cutoff), min_duration=12 / cutoff)
+    except LogError as err:
+        raise LogError(f"{source}: {err}") from None
+    return us.segments, us.note
+
+
+def _sampling_line(source: str, note: dict) -> str:
+    """One line for stderr: what a log as recorded had, and what was done."""
+    gaps = note["gaps"]
+    found = [f"time stamps jittered by up to {note['jitter_s'] * 1e3:.3g} ms"
+             if note["resampled"] else "uniform time stamps"]  # fmt: skip
+    if gaps:
+        found.append(f"{len(gaps)} gap(s) (" + ", ".join(
+            f"{b - a:.3g} s at t = {a:.6g} s" for a, b in gaps) + ")")  # fmt: skip
+    done = f"{len(note['segments'])} gap-free segment(s) filtered each on its own"
+    if note["resampled"]:
+        done += f", put on a {note['dt'] * 1e3:.4g} ms grid (cubic), never across a gap"
+    if note["dropped"]:
+        done += f"; {len(note['dropped'])} piece(s) too short to keep dropped"
+    return f"{source}: {', '.join(found)}: {done}"
+
+
 def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None, *,
-                    user_drives: bool = False, urdf_source=None):  # fmt: skip
+                    user_drives: bool = False, urdf_source=None, resample: str = "auto"):  # fmt: skip
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     log = read_log(log_path, schema, required=required)
@@ -133,8 +176,12 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
     for path, lg in ((log_path, log), *vlogs.items()):
         check_cutoff(options["cutoff"], lg.t, Path(path).name)
     log = window_option(log, window, Path(log_path).name)
+    segments, sampling = {}, {}
     for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
-        check_uniform(lg, Path(path).name)
+        segments[path], note = _as_recorded(lg, Path(path).name, options["cutoff"], resample)
+        if note is not None:
+            sampling[Path(path).stem] = note
+            print(f"jaxmb identify: {_sampling_line(Path(path).name, note)}", file=sys.stderr)
         try:  # every log's forces, before the fit: a --validate log's too
             generalized_forces(lg, model.coordinate_names, options.get("drives"))
         except ValueError as err:
@@ -146,16 +193,16 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
                 f"jaxmb identify: {'; '.join(unused)} (in {Path(log_path).name})", file=sys.stderr
             )
     progress("identifying (regressor route)")
-    res = identify_rigid(model, log, **options)
+    res = identify_rigid(model, segments[log_path], **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
     cols = [f"tau_{c}" for c in model.coordinate_names]
-    s, tau_hat = predict_torques(res, log, cutoff=cutoff, edge=edge)
+    s, tau_hat = predict_torques(res, segments[log_path], cutoff=cutoff, edge=edge)
     fit_rmse = _rmse(s.at("tau"), tau_hat, cols)
     series = {"fit": (Path(log_path).stem, s, tau_hat)}
     validation, validation_fit = {}, {}
     for v in validate:
         progress(f"validating on {Path(v).name}")
-        vs, vtau = predict_torques(res, vlogs[v], cutoff=cutoff, edge=edge)
+        vs, vtau = predict_torques(res, segments[v], cutoff=cutoff, edge=edge)
         validation[Path(v).stem] = _rmse(vs.at("tau"), vtau, cols)
         validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
         series[Path(v).stem] = (Path(v).stem, vs, vtau)
@@ -216,6 +263,7 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         "weak_directions": res.weak,
         "physically_consistent": res.consistent,
         "samples": int(s.index.size),
+        "sampling": sampling,
         "fit_rmse": fit_rmse,
         "validation_rmse": validation,
         "validation_fit_percent": validation_fit,
@@ -292,6 +340,7 @@ def identify(
     terms: Sequence[str] | None = None,
     prior_weight: float | None = None,
     window: tuple[float, float] | None = None,
+    resample: str | None = None,
     drives=None,
     leakage: str | None = None,
     mechanics: str = "auto",
@@ -348,13 +397,14 @@ def identify(
                 options["drives"] = DRIVES[name]()
             source = model if Path(model).suffix.lower() == ".urdf" else None
             summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window,
-                                      user_drives=drives is not None,
-                                      urdf_source=source)  # fmt: skip
+                                      user_drives=drives is not None, urdf_source=source,
+                                      resample=resample or "auto")  # fmt: skip
         else:
             from .hydraulic_route import identify_hydraulic
 
             given = {"--method": method is not None, "--terms": terms is not None,
-                     "--gear-ratios/--torque-constants": drives is not None}  # fmt: skip
+                     "--gear-ratios/--torque-constants": drives is not None,
+                     "--resample": resample is not None}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
                     f"{', '.join(k for k, v in given.items() if v)}: only for the regressor "

@@ -99,6 +99,8 @@ __all__ = [
     "validate_log",
     "sampling_report",
     "resample",
+    "UniformSegments",
+    "uniform_segments",
 ]
 
 
@@ -854,11 +856,12 @@ def window_option(log: Log, window: tuple[float, float] | None, source: str) -> 
         raise LogError(f"--window: {source}: {str(err).removeprefix('window: ')}") from None
 
 
-def check_uniform(log: Log, source: str) -> SamplingReport:
+def check_uniform(log: Log, source: str, *, advice: str | None = None) -> SamplingReport:
     """Refuse a log that is not uniformly sampled, naming its ``source`` with the counts
     (`sampling_report`): the identification filters and differentiates on a uniform grid, so
     a gap or jittered time stamps are refused up front, before anything compiles, never
-    interpolated silently. Returns the report of a uniform log."""
+    interpolated silently. ``advice`` replaces the message's closing advice. Returns the report
+    of a uniform log."""
     rep = sampling_report(log)
     if rep.uniform:
         return rep
@@ -872,10 +875,68 @@ def check_uniform(log: Log, source: str) -> SamplingReport:
     )
     raise LogError(
         f"{source}: column 't': not uniformly sampled ({log.n} samples at a median interval of "
-        f"{rep.dt:.4g} s; {what}); expected one interval throughout (to 1e-6 of it). Put the "
-        "log on a uniform grid (jaxmb.identification.logs.resample, which refuses to bridge "
-        "long gaps) or fit a --window without the gap"
-    )
+        f"{rep.dt:.4g} s; {what}); expected one interval throughout (to 1e-6 of it). "
+        + (advice or "Put the log on a uniform grid (jaxmb.identification.logs.resample, which "
+           "refuses to bridge long gaps) or fit a --window without the gap")
+    )  # fmt: skip
+
+
+class UniformSegments(NamedTuple):
+    """A log as recorded, put on one uniform grid piece by piece (`uniform_segments`).
+
+    segments: the gap-free pieces, each uniformly sampled at ``dt``. note: what was found and
+    done, for the report: ``dt``, ``jitter_s``, ``max_gap_s`` (the rule that made it), ``gaps``
+    ``[[t_before, t_after], ...]``, ``segments`` and ``dropped`` ``[[t0, t1], ...]`` (pieces too
+    short to keep), ``resampled`` (whether time stamps were interpolated) and ``method``."""
+
+    segments: tuple[Log, ...]
+    note: dict
+
+
+def uniform_segments(log: Log, *, max_gap: float, min_duration: float = 0.0) -> UniformSegments:
+    """``log`` split at every interval longer than ``max_gap`` s (a gap: nothing is
+    interpolated across it), and each piece put on the uniform grid of ``log``'s median
+    interval (a not-a-knot cubic spline through the time stamps, `resample`) where its stamps
+    jitter; pieces shorter than ``min_duration`` s are dropped (and named in the note). A
+    uniform log without gaps comes back as it is, as its only segment. Raises when nothing of
+    at least ``min_duration`` is left.
+
+    A cubic through stamps ``h`` apart is off by about ``(2 pi f h)^4 / 384`` of a component at
+    ``f`` Hz: at the identification's low-pass cutoff, with ``h`` a tenth of its period, 4e-4."""
+    rep = sampling_report(log)
+    max_gap = float(max_gap)
+    if not max_gap >= rep.dt:
+        raise ValueError(f"uniform_segments: max_gap must be >= the median interval "
+                         f"{rep.dt:.4g} s, got {max_gap}")  # fmt: skip
+    d = np.diff(log.t)
+    cuts = np.flatnonzero(d > max_gap)
+    bounds = [0, *(cuts + 1).tolist(), log.n]
+    kept, dropped, resampled = [], [], False
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        piece = Log(log.t[a:b], {k: v[a:b] for k, v in log.signals.items()}, log.sidecar)
+        span = [float(log.t[a]), float(log.t[b - 1])]
+        if b - a < 4 or span[1] - span[0] < min_duration:
+            dropped.append(span)
+            continue
+        if float(np.max(np.abs(np.diff(piece.t) - rep.dt))) > 1e-6 * rep.dt:
+            piece, resampled = resample(piece, rep.dt, "cubic", max_gap=max_gap), True
+        kept.append(piece)
+    note = {
+        "dt": rep.dt,
+        "jitter_s": rep.jitter,
+        "max_gap_s": max_gap,
+        "gaps": [[float(log.t[i]), float(log.t[i + 1])] for i in cuts],
+        "segments": [[float(p.t[0]), float(p.t[-1])] for p in kept],
+        "dropped": dropped,
+        "resampled": resampled,
+        "method": "cubic spline onto the median interval, within each gap-free segment",
+    }
+    if not kept:
+        raise LogError(
+            f"column 't': no gap-free stretch of at least {min_duration:.3g} s between the "
+            f"{len(cuts)} gap(s) longer than {max_gap:.3g} s"
+        )
+    return UniformSegments(tuple(kept), note)
 
 
 def resample(

@@ -57,7 +57,10 @@ METHODS = ("wls", "ols", "consistent")
 class RigidSamples(eqx.Module):
     """A log's samples for the regressor at the full rate: ``t (T,)``; positions ``q``
     (zero-phase filtered), ``qd``, ``qdd`` (differentiated) and the generalized forces ``tau``
-    as logged, each ``(T, n)``; ``index`` the samples used (edges trimmed, strided); ``fs`` Hz."""
+    as logged, each ``(T, n)``; ``index`` the samples used (edges trimmed, strided); ``fs`` Hz.
+    A log in several uniform segments (split at gaps, `logs.uniform_segments`) is their
+    samples one after another, segment ``k`` at rows ``bounds[k]:bounds[k + 1]``, each filtered
+    on its own."""
 
     t: np.ndarray
     q: np.ndarray
@@ -66,10 +69,19 @@ class RigidSamples(eqx.Module):
     tau: np.ndarray
     index: np.ndarray
     fs: float
+    bounds: np.ndarray
 
     def at(self, field: str) -> np.ndarray:
         """``field`` at the used samples."""
         return getattr(self, field)[self.index]
+
+    def lowpass(self, x: np.ndarray, cutoff: float) -> np.ndarray:
+        """`signals.lowpass` of ``x (T, ...)`` along its rows, segment by segment (nothing is
+        filtered across a gap)."""
+        b = self.bounds
+        return np.concatenate(
+            [lowpass(x[b[k] : b[k + 1]], self.fs, cutoff) for k in range(len(b) - 1)]
+        )
 
 
 class Drives(eqx.Module):
@@ -143,7 +155,7 @@ def unused_drives(log: Log, names: Sequence[str], drives: Drives) -> list[str]:
 
 def rigid_samples(
     model: Model,
-    log: Log,
+    log: Log | Sequence[Log],
     *,
     cutoff: float,
     stride: int = 1,
@@ -154,34 +166,37 @@ def rigid_samples(
     (`signals.estimate_derivatives`), and the logged generalized forces ``tau_<c>`` of every
     coordinate. ``edge`` seconds (default ``3 / cutoff``, where the filtered acceleration error
     falls below 0.1 % of its peak) are left out at both ends and every ``stride``-th sample of
-    the rest is used."""
+    the rest is used. ``log`` may be several uniform segments of one sampling rate (a log split
+    at its gaps, `logs.uniform_segments`): each is filtered, differentiated and trimmed on its
+    own."""
     edge = 3.0 / cutoff if edge is None else edge
+    logs = [log] if isinstance(log, Log) else list(log)
     names = model.coordinate_names
-    missing = [c for c in names if not log.has(c)]
+    missing = [c for c in names if not logs[0].has(c)]
     if missing:
         raise ValueError(
             f"log: missing columns {missing}; the regressor route needs every coordinate's "
             "position and generalized force"
         )
-    tau = generalized_forces(log, names, drives)
-    f = estimate_derivatives(log, names, cutoff=cutoff, others="keep")
-    t = np.asarray(f.t)
-    idx = np.flatnonzero((t >= t[0] + edge) & (t <= t[-1] - edge))[::stride]
-    if idx.size < 2:
+    fs = [1.0 / float(np.median(np.diff(lg.t))) for lg in logs]
+    if max(fs) - min(fs) > 1e-6 * max(fs):
+        raise ValueError(f"log segments: expected one sampling rate, got {sorted(set(fs))} Hz")
+    parts, index, start = [], [], 0
+    for lg in logs:
+        f = estimate_derivatives(lg, names, cutoff=cutoff, others="keep")
+        t = np.asarray(f.t)
+        idx = np.flatnonzero((t >= t[0] + edge) & (t <= t[-1] - edge))[::stride]
+        parts.append((t, *(np.stack([np.asarray(f[fmt.format(c)]) for c in names], axis=1)
+                           for fmt in ("{}", "qd_{}", "qdd_{}")),
+                      generalized_forces(lg, names, drives)))  # fmt: skip
+        index.append(idx + start)
+        start += t.size
+    index = np.concatenate(index)
+    if index.size < 2:
         raise ValueError(f"log: too short for edge={edge} s and stride={stride}")
-
-    def stack(fmt):
-        return np.stack([np.asarray(f[fmt.format(c)]) for c in names], axis=1)
-
-    return RigidSamples(
-        t=t,
-        q=stack("{}"),
-        qd=stack("qd_{}"),
-        qdd=stack("qdd_{}"),
-        tau=tau,
-        index=idx,
-        fs=1.0 / float(np.median(np.diff(t))),
-    )
+    t, q, qd, qdd, tau = (np.concatenate(x) for x in zip(*parts, strict=True))
+    bounds = np.cumsum([0, *(p[0].size for p in parts)])
+    return RigidSamples(t=t, q=q, qd=qd, qdd=qdd, tau=tau, index=index, fs=fs[0], bounds=bounds)
 
 
 class RigidIdentification(eqx.Module):
@@ -253,7 +268,7 @@ def _split(names, terms, model, pi):
 
 def identify_rigid(
     model: Model,
-    log: Log,
+    log: Log | Sequence[Log],
     *,
     terms: Sequence[str] = DEFAULT_TERMS,
     method: str = "consistent",
@@ -268,7 +283,8 @@ def identify_rigid(
     known_forces: Mapping[str, Callable] | None = None,
     drives: Drives | None = None,
 ) -> RigidIdentification:
-    """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log``.
+    """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log`` (a `Log`,
+    or the uniform segments of one, `logs.uniform_segments`).
 
     ``model`` supplies the structure and the prior (CAD) inertial values; ``prior_joint``
     optional prior joint-term values (start of the consistent fit). ``forces`` are known
@@ -279,7 +295,7 @@ def identify_rigid(
     motion cannot separate it from gravity). See the module docstring."""
     where = "identify_rigid"
     check_type(model, Model, f"{where}: model")
-    check_type(log, Log, f"{where}: log (read a file with jaxmb.identification.read_log)")
+    _check_logs(log, f"{where}: log (read a file with jaxmb.identification.read_log)")
     check_type(drives, (Drives, type(None)), f"{where}: drives")
     check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
     check_number(stride, f"{where}: stride", integer=True, at_least=1)
@@ -312,8 +328,8 @@ def identify_rigid(
     # cutoff from y, and filters the regressor's sharp columns (smoothed sign(qd)) like the
     # torque they explain, instead of comparing a filtered torque with an unfiltered column
     T, n, p = W.shape
-    W = lowpass(W.reshape(T, n * p), s.fs, cutoff).reshape(T, n, p)[s.index]
-    y = lowpass(y, s.fs, cutoff)[s.index]
+    W = s.lowpass(W.reshape(T, n * p), cutoff).reshape(T, n, p)[s.index]
+    y = s.lowpass(y, cutoff)[s.index]
     W = W.reshape(-1, p)
     names = names + tuple(f"{k}.scale" for k in forces)
     y = y.reshape(-1)
@@ -384,13 +400,17 @@ def identify_rigid(
 
 
 def predict_torques(
-    result: RigidIdentification, log: Log, *, cutoff: float = 10.0, edge: float | None = None
+    result: RigidIdentification,
+    log: Log | Sequence[Log],
+    *,
+    cutoff: float = 10.0,
+    edge: float | None = None,
 ) -> tuple[RigidSamples, np.ndarray]:
     """Generalized forces the identified model predicts from ``log``'s motion (positions
     filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
     the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``."""
     check_type(result, RigidIdentification, "predict_torques: result")
-    check_type(log, Log, "predict_torques: log")
+    _check_logs(log, "predict_torques: log")
     check_number(cutoff, "predict_torques: cutoff (Hz)", above=0)
     s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge, drives=result.drives)
     W = rg.stacked_regressor(
@@ -405,6 +425,15 @@ def predict_torques(
     W = _with_forces(np.asarray(W), s.at("q"), result.forces)
     tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.at("q"), result.known_forces)
     return s, tau
+
+
+def _check_logs(log, what: str) -> None:
+    """A `Log`, or a non-empty sequence of them (segments)."""
+    if isinstance(log, list | tuple) and log:
+        for k, lg in enumerate(log):
+            check_type(lg, Log, f"{what}[{k}]")
+    else:
+        check_type(log, Log, what)
 
 
 def _force_sum(Q: np.ndarray, forces: Mapping[str, Callable]) -> np.ndarray:

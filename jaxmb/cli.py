@@ -604,6 +604,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             stride=args.stride,
             prior_weight=args.prior_weight,
             window=window,
+            resample=args.resample,
             drives=drives,
             leakage=args.leakage,
             mechanics=args.mechanics,
@@ -940,6 +941,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"
+    )
+    p.add_argument(
+        "--resample",
+        choices=("auto", "off"),
+        default=None,
+        help="regressor route, logs as recorded (jittered time stamps, gaps): split at every "
+        "gap longer than a tenth of the cutoff's period (and 2 samples), put each piece on a "
+        "uniform grid at the median interval, and filter each on its own (auto, the default; "
+        "the report says what was found and done), or refuse such a log (off)",
     )
     p.add_argument(
         "--gear-ratios",

@@ -610,28 +610,42 @@ def _repeated(t):
     return np.ones(t.size, bool), t
 
 
+def _gaps_every_second(t):
+    keep = np.ones(t.size, bool)
+    for k in range(250, t.size, 250):  # 5 samples (20 ms at 250 Hz) lost every second
+        keep[k : k + 5] = False
+    return keep, t
+
+
 @pytest.mark.parametrize(
-    "source, model, role, defect, message",
+    "source, model, role, defect, extra, message",
     [
-        (_KR300_A, "kr300", "fit", _gap, r"bad\.parquet: column 't': not uniformly sampled "
-         r"\(2401 samples at a median interval of 0\.004 s; 1 gap\(s\), the longest 0\.404 s "
-         r"from t = 3\.328 s\).*resample.*--window"),
-        (_KR300_A, "kr300", "validate", _jitter, r"bad\.parquet: column 't': not uniformly "
-         r"sampled \(2501 samples .*time stamps jittered by up to"),
-        (_KR300_A, "kr300", "fit", _repeated, r"bad\.parquet: log has 1 problem:\n- column 't': duplicated time stamp "
-         r"at index 50"),
-        (_CRANE_LOG, "crane", "validate", _gap, r"bad\.parquet: column 't': not uniformly "
+        (_KR300_A, "kr300", "fit", _gap, ["--resample", "off"], r"bad\.parquet: column 't': not "
+         r"uniformly sampled \(2401 samples at a median interval of 0\.004 s; 1 gap\(s\), the "
+         r"longest 0\.404 s from t = 3\.328 s\).*drop --resample off.*--resample auto, the "
+         r"default.*--window"),
+        (_KR300_A, "kr300", "validate", _jitter, ["--resample", "off"], r"bad\.parquet: column "
+         r"'t': not uniformly sampled \(2501 samples .*time stamps jittered by up to"),
+        (_KR300_A, "kr300", "fit", _gaps_every_second, [], r"bad\.parquet: column 't': no "
+         r"gap-free stretch of at least 1\.2 s between the 9 gap\(s\) longer than 0\.01 s"),
+        (_KR300_A, "kr300", "fit", _repeated, [], r"bad\.parquet: log has 1 problem:\n- column 't': "
+         r"duplicated time stamp at index 50"),
+        (_CRANE_LOG, "crane", "validate", _gap, [], r"bad\.parquet: column 't': not uniformly "
          r"sampled \(39901 samples at a median interval of 0\.001 s; 1 gap\(s\)"),
-        (_CRANE_LOG, "crane", "fit", _jitter, r"bad\.parquet: column 't': not uniformly "
+        (_CRANE_LOG, "crane", "fit", _jitter, [], r"bad\.parquet: column 't': not uniformly "
          r"sampled .*jittered"),
+        (_CRANE_LOG, "crane", "fit", _jitter, ["--resample", "auto"], r"--resample: only for the "
+         r"regressor route"),
     ],
 )  # fmt: skip
 def test_logs_with_gaps_jitter_or_repeated_times_are_refused_up_front(
-    tmp_path, source, model, role, defect, message
+    tmp_path, source, model, role, defect, extra, message
 ):
     """Issue 29, point 3: a fit or --validate log with a gap, jittered time stamps or a
     repeated time is refused before anything compiles, naming the file and the counts, and
-    nothing is written. (Resampling such a log is issue 31's.)"""
+    nothing is written, where it cannot be used: the hydraulic route's, the regressor route's
+    with --resample off, or one whose gaps leave no stretch long enough to filter (issue 31:
+    the regressor route splits and resamples the rest itself)."""
     import shutil
     from pathlib import Path
 
@@ -647,7 +661,7 @@ def test_logs_with_gaps_jitter_or_repeated_times_are_refused_up_front(
     fit, others = (str(bad), []) if role == "fit" else (source, ["--validate", str(bad)])
     out = tmp_path / "out"
     with pytest.raises(SystemExit, match=message):
-        main(["identify", fit, "--model", model, "--out", str(out), "--quiet", *others])
+        main(["identify", fit, "--model", model, "--out", str(out), "--quiet", *others, *extra])
     assert not out.exists()
 
 

@@ -116,6 +116,10 @@ ROWS = {
         [CRANE, "--model", "crane", "--segment-time", "-1"],
         r"--segment-time: expected a duration > 0 s, got -1\.0",
     ),
+    ("identify", "--resample"): (
+        [KR300, "--model", "kr300", "--resample", "sometimes"],
+        r"--resample: invalid choice: 'sometimes' \(choose from '?auto'?, '?off'?\)",
+    ),
     ("identify", "--mechanics"): (
         [KR300, "--model", "kr300", "--mechanics", "fixed"],
         r"--mechanics: only for a hydraulic machine's output error",
