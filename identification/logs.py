@@ -885,7 +885,8 @@ class UniformSegments(NamedTuple):
     """A log as recorded, put on one uniform grid piece by piece (`uniform_segments`).
 
     segments: the gap-free pieces, each uniformly sampled at ``dt``. note: what was found and
-    done, for the report: ``dt``, ``jitter_s``, ``max_gap_s`` (the rule that made it), ``gaps``
+    done, for the report: ``dt``, ``jitter_s`` (``max |dt_k - dt|`` over the intervals that are
+    not gaps), ``max_gap_s`` (the rule that made it), ``gaps``
     ``[[t_before, t_after], ...]``, ``segments`` and ``dropped`` ``[[t0, t1], ...]`` (pieces too
     short to keep), ``resampled`` (whether time stamps were interpolated) and ``method``."""
 
@@ -923,7 +924,7 @@ def uniform_segments(log: Log, *, max_gap: float, min_duration: float = 0.0) -> 
         kept.append(piece)
     note = {
         "dt": rep.dt,
-        "jitter_s": rep.jitter,
+        "jitter_s": float(np.max(np.abs(d[d <= max_gap] - rep.dt), initial=0.0)),  # gaps apart
         "max_gap_s": max_gap,
         "gaps": [[float(log.t[i]), float(log.t[i + 1])] for i in cuts],
         "segments": [[float(p.t[0]), float(p.t[-1])] for p in kept],
