@@ -167,17 +167,47 @@ def _sampling_line(source: str, note: dict) -> str:
     return f"{source}: {', '.join(found)}: {done}"
 
 
-def _identify_rigid(name, model, log_path, out, validate, options, progress, window=None, *,
+def _payload(log, model, source: str):
+    """The known payload of a log's sidecar ``conditions`` (`rigid.Payload`): ``payload_kg``,
+    ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default the frame of
+    the model's last body, the tool end of a serial robot); None without ``payload_kg`` or with
+    0 kg. Refuses, naming the sidecar key, what is not a load on the model."""
+    from .rigid import Payload
+
+    cond = log.meta.get("conditions", {}) or {}
+    where = f"{source}: sidecar conditions"
+    if "payload_kg" not in cond:
+        stray = [k for k in ("payload_com", "payload_frame") if k in cond]
+        if stray:
+            raise ValueError(f"{where}: {stray} given without payload_kg")
+        return None
+    m = cond["payload_kg"]
+    if isinstance(m, bool) or not isinstance(m, int | float) or not 0 <= m < np.inf:
+        raise ValueError(f"{where}.payload_kg: expected a mass >= 0 kg, got {m!r}")
+    com = cond.get("payload_com", [0.0, 0.0, 0.0])
+    if (not isinstance(com, list) or len(com) != 3
+            or not all(isinstance(x, int | float) and np.isfinite(x) for x in com)):  # fmt: skip
+        raise ValueError(f"{where}.payload_com: expected [x, y, z] in m, got {com!r}")
+    frames = [f.name for f in model.frames]
+    frame = cond.get("payload_frame", model.bodies[-1].frame)
+    if frame not in frames:
+        raise ValueError(f"{where}.payload_frame: expected one of the model's frames {frames}, "
+                         f"got {frame!r}")  # fmt: skip
+    return Payload(float(m), np.asarray(com, dtype=float), frame) if m > 0 else None
+
+
+def _identify_rigid(name, model, log_paths, out, validate, options, progress, window=None, *,
                     user_drives: bool = False, urdf_source=None, resample: str = "auto"):  # fmt: skip
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
-    log = read_log(log_path, schema, required=required)
+    logs = {p: read_log(p, schema, required=required) for p in log_paths}
     vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
-    for path, lg in ((log_path, log), *vlogs.items()):
+    for path, lg in (*logs.items(), *vlogs.items()):
         check_cutoff(options["cutoff"], lg.t, Path(path).name)
-    log = window_option(log, window, Path(log_path).name)
-    segments, sampling = {}, {}
-    for path, lg in ((log_path, log), *vlogs.items()):  # the fit's window, the whole of others
+    logs = {p: window_option(lg, window, Path(p).name) for p, lg in logs.items()}
+    segments, sampling, payloads = {}, {}, {}
+    for path, lg in (*logs.items(), *vlogs.items()):  # the fit's window, the whole of others
+        payloads[path] = _payload(lg, model, Path(path).name)
         segments[path], note = _as_recorded(lg, Path(path).name, options["cutoff"], resample)
         if note is not None:
             sampling[Path(path).stem] = note
@@ -186,26 +216,46 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
             generalized_forces(lg, model.coordinate_names, options.get("drives"))
         except ValueError as err:
             raise ValueError(f"{Path(path).name}: {err}") from None
-    if user_drives:  # a constant no column of the fit log needs is said to be ignored, once
-        unused = unused_drives(log, model.coordinate_names, options["drives"])
-        if unused:
-            print(
-                f"jaxmb identify: {'; '.join(unused)} (in {Path(log_path).name})", file=sys.stderr
-            )
+    if user_drives:  # a constant no column of the fit logs needs is said to be ignored, once
+        for path, lg in logs.items():
+            unused = unused_drives(lg, model.coordinate_names, options["drives"])
+            if unused:
+                print(f"jaxmb identify: {'; '.join(unused)} (in {Path(path).name})",
+                      file=sys.stderr)  # fmt: skip
+                break
     progress("identifying (regressor route)")
-    res = identify_rigid(model, segments[log_path], **options)
+    fit_segments, labels, carried = [], [], []
+    for k, p in enumerate(log_paths):  # one experiment per log: its own noise levels
+        fit_segments += segments[p]
+        labels += [k] * len(segments[p])
+        carried += [payloads[p]] * len(segments[p])
+    res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
     cols = [f"tau_{c}" for c in model.coordinate_names]
-    s, tau_hat = predict_torques(res, segments[log_path], cutoff=cutoff, edge=edge)
-    fit_rmse = _rmse(s.at("tau"), tau_hat, cols)
-    series = {"fit": (Path(log_path).stem, s, tau_hat)}
+    series, fit_rmse, per_log, measured, predicted = {}, {}, {}, [], []
+    for p in log_paths:
+        s, tau_hat = predict_torques(res, segments[p], cutoff=cutoff, edge=edge,
+                                     payloads=[payloads[p]] * len(segments[p]))  # fmt: skip
+        per_log[Path(p).stem] = _rmse(s.at("tau"), tau_hat, cols)
+        series[("fit", Path(p).stem)] = (s, tau_hat)
+        measured.append(s.at("tau"))
+        predicted.append(tau_hat)
+    fit_rmse = _rmse(np.concatenate(measured), np.concatenate(predicted), cols)
     validation, validation_fit = {}, {}
     for v in validate:
         progress(f"validating on {Path(v).name}")
-        vs, vtau = predict_torques(res, segments[v], cutoff=cutoff, edge=edge)
+        vs, vtau = predict_torques(res, segments[v], cutoff=cutoff, edge=edge,
+                                   payloads=[payloads[v]] * len(segments[v]))  # fmt: skip
         validation[Path(v).stem] = _rmse(vs.at("tau"), vtau, cols)
         validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
-        series[Path(v).stem] = (Path(v).stem, vs, vtau)
+        series[("validation", Path(v).stem)] = (vs, vtau)
+    noise = {}
+    if res.method != "ols":  # WLS's noise level of each log's joint equations
+        sig = np.asarray(res.fit.row_sigma).reshape(len(log_paths), model.n)
+        noise = {Path(p).stem: dict(zip(cols, map(float, sig[k]), strict=True))
+                 for k, p in enumerate(log_paths)}  # fmt: skip
+    carried_by = {Path(p).stem: {"mass_kg": c.mass, "com_m": c.com.tolist(), "frame": c.frame}
+                  for p, c in payloads.items() if c is not None}  # fmt: skip
     progress("writing the report")
     fit = res.fit
     names = res.base.expressions()
@@ -242,10 +292,10 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         },
         forces=res.scales,
         uncertainty=uncertainty,
-        source={"log": str(log_path), "validation": [str(v) for v in validate]},
+        source={"log": _one_or_list(log_paths), "validation": [str(v) for v in validate]},
     )
     plots = report.torque_plots(out, series, model.coordinate_names)
-    urdf = _write_urdf(out / "identified.urdf", name, model, res, urdf_source, log_path)
+    urdf = _write_urdf(out / "identified.urdf", name, model, res, urdf_source, log_paths)
     return {
         "route": "regressor",
         "method": {
@@ -265,6 +315,9 @@ def _identify_rigid(name, model, log_path, out, validate, options, progress, win
         "samples": int(s.index.size),
         "sampling": sampling,
         "fit_rmse": fit_rmse,
+        "fit_rmse_per_log": per_log,
+        "noise_per_log": noise,
+        "payloads": carried_by,
         "validation_rmse": validation,
         "validation_fit_percent": validation_fit,
         "plots": plots,
@@ -286,7 +339,12 @@ def _kr300_limits() -> dict:
 LIMITS: dict[str, Callable[[], dict]] = {"kr300": _kr300_limits}
 
 
-def _write_urdf(path: Path, name, prior, res, urdf_source, log_path) -> dict:
+def _one_or_list(paths):
+    """A path as a string, several as a list of strings."""
+    return str(paths[0]) if len(paths) == 1 else [str(p) for p in paths]
+
+
+def _write_urdf(path: Path, name, prior, res, urdf_source, log_paths) -> dict:
     """The identified model as a URDF (`jaxmb.models.urdf_write`): a copy of the input URDF, or
     of the built-in model written as one, with the identified bodies and joint terms. Only a
     physically consistent fit is a model to write; ``{"file": ..., "not_in_file": ...}`` or
@@ -319,7 +377,8 @@ def _write_urdf(path: Path, name, prior, res, urdf_source, log_path) -> dict:
         )
     gear = res.drives.gear_ratio if res.drives is not None else {}
     notes = {
-        "jaxmb identify": f"physically consistent fit of {Path(log_path).name}; inertias, "
+        "jaxmb identify": f"physically consistent fit of "
+        f"{', '.join(Path(p).name for p in log_paths)}; inertias, "
         "damping (viscous), friction (Coulomb) and transmission rotor inertia (armature) "
         "identified",
         **not_in_file,
@@ -354,9 +413,17 @@ def identify(
     ``mechanics`` a hydraulic machine's. An option given for the other route is refused.
     ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
     both: default 10 Hz and 1 for a robot, `mechanics.CUTOFF` and 10 for a hydraulic machine's
-    stage 1."""
+    stage 1. ``log_path`` may be several logs (a robot's experiments, each with its own payload
+    and noise levels, fitted together); logs are told apart by their file stems, so two logs,
+    fitted or validated, may not share one."""
     from tqdm.auto import tqdm
 
+    paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
+    stems = [Path(p).stem for p in (*paths, *validate)]
+    twice = sorted({st for st in stems if stems.count(st) > 1})
+    if twice:
+        raise ValueError(f"logs {twice}: given twice, or two files of one name; the report tells "
+                         "logs apart by their names, so their rows would mix")  # fmt: skip
     t0 = time.perf_counter()
     out = Path(out)  # made by the route once every input has passed its checks
     bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
@@ -396,7 +463,7 @@ def identify(
             elif name in DRIVES:
                 options["drives"] = DRIVES[name]()
             source = model if Path(model).suffix.lower() == ".urdf" else None
-            summary = _identify_rigid(name, m, log_path, out, validate, options, progress, window,
+            summary = _identify_rigid(name, m, paths, out, validate, options, progress, window,
                                       user_drives=drives is not None, urdf_source=source,
                                       resample=resample or "auto")  # fmt: skip
         else:
@@ -404,7 +471,8 @@ def identify(
 
             given = {"--method": method is not None, "--terms": terms is not None,
                      "--gear-ratios/--torque-constants": drives is not None,
-                     "--resample": resample is not None}  # fmt: skip
+                     "--resample": resample is not None,
+                     "several logs": len(paths) > 1}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
                     f"{', '.join(k for k, v in given.items() if v)}: only for the regressor "
@@ -413,7 +481,7 @@ def identify(
                 )
 
             summary = identify_hydraulic(
-                name, m, log_path, out, validate, progress, window=window, leakage=leakage or "auto",
+                name, m, paths[0], out, validate, progress, window=window, leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics, cutoff=cutoff, stride=stride,
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip
@@ -422,7 +490,7 @@ def identify(
         bar.close()
     summary = {
         "model": name,
-        "log": str(log_path),
+        "log": _one_or_list(paths),
         "validation_logs": [str(v) for v in validate],
         **summary,
         "params_file": "params.json",

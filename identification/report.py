@@ -103,9 +103,9 @@ def series_plots(
 
 
 def torque_plots(out: Path, series: Mapping, coordinates: Sequence[str]) -> list[str]:
-    """Generalized-force plots of the regressor route: ``fit_<log>`` and ``validation_<log>``."""
+    """Generalized-force plots of the regressor route, ``series`` ``{(role, stem): (samples,
+    tau_hat)}`` with role ``fit`` or ``validation``: ``fit_<log>`` and ``validation_<log>``."""
     tagged = {}
-    for key, (stem, s, tau_hat) in series.items():
-        tag = f"fit_{stem}" if key == "fit" else f"validation_{stem}"
-        tagged[tag] = (s.at("t"), s.at("tau"), tau_hat)
+    for (role, stem), (s, tau_hat) in series.items():
+        tagged[f"{role}_{stem}"] = (s.at("t"), s.at("tau"), tau_hat)
     return series_plots(out, tagged, [f"tau_{c}" for c in coordinates], unit="N m | N")

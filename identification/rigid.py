@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.checks import check_number, check_type
-from jaxmb.dynamics import inertial_parameters
-from jaxmb.model import Model, replace_body
+from jaxmb.dynamics import inertial_parameters, inverse_dynamics
+from jaxmb.model import Body, Model, replace_body
 
 from . import consistent as cons
 from . import regressor as rg
@@ -42,6 +42,8 @@ __all__ = [
     "DEFAULT_TERMS",
     "RigidSamples",
     "Drives",
+    "Payload",
+    "payload_torques",
     "generalized_forces",
     "RigidIdentification",
     "rigid_samples",
@@ -106,6 +108,64 @@ class Drives(eqx.Module):
             for k, v in d.items():
                 if not (np.isfinite(v) and v != 0):
                     raise ValueError(f"Drives: {what}[{k!r}] must be finite and non-zero, got {v}")
+
+
+class Payload(eqx.Module):
+    """A known load one experiment carries: a point mass ``mass`` (kg) at ``com`` (m) in the
+    frame ``frame`` (a log's sidecar ``conditions``: ``payload_kg``, ``payload_com``,
+    ``payload_frame``)."""
+
+    mass: float
+    com: np.ndarray
+    frame: str = eqx.field(static=True)
+
+
+def payload_torques(
+    model: Model, payload: Payload, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> np.ndarray:
+    """The generalized forces ``(T, n)`` that ``payload`` alone needs along the motion: the
+    inverse dynamics of ``model``'s tree carrying the payload as its only body (inverse
+    dynamics is linear in the bodies, so this is what the payload adds to the robot's)."""
+    if payload.frame not in {f.name for f in model.frames}:
+        raise ValueError(f"payload: frame {payload.frame!r} is not in the model; its frames are "
+                         f"{[f.name for f in model.frames]}")  # fmt: skip
+    body = Body("payload", payload.frame, payload.mass, payload.com, np.zeros((3, 3)))
+    alone = Model(model.frames, (body,), gravity=model.gravity,
+                  coordinate_map=model.coordinate_map, augmented_names=model.augmented_names)  # fmt: skip
+    q, qd, qdd = (np.asarray(x, dtype=float) for x in (q, qd, qdd))
+    T = q.shape[0]
+    pad = -T % _CHUNK  # fixed-size blocks: one compiled program serves every segment's length
+    X = [np.concatenate([x, np.zeros((pad, x.shape[1]))]).reshape(-1, _CHUNK, x.shape[1])
+         for x in (q, qd, qdd)]  # fmt: skip
+    out = [np.asarray(_inverse_dynamics_batch(alone, *(x[i] for x in X))) for i in range(len(X[0]))]
+    return np.concatenate(out)[:T]
+
+
+_CHUNK = 2048
+
+
+@eqx.filter_jit
+def _inverse_dynamics_batch(model: Model, q, qd, qdd):
+    return jax.vmap(lambda a, b, c: inverse_dynamics(model, a, b, c))(q, qd, qdd)
+
+
+def _per_segment(s: RigidSamples, model: Model, payloads, experiments):
+    """Each sample's experiment label ``(T,)`` and the payloads' generalized forces ``(T, n)``
+    (zero where a segment carries none)."""
+    k = len(s.bounds) - 1
+    payloads = [None] * k if payloads is None else list(payloads)
+    experiments = [0] * k if experiments is None else list(experiments)
+    if len(payloads) != k or len(experiments) != k:
+        raise ValueError(f"payloads, experiments: expected one per log segment ({k}), got "
+                         f"{len(payloads)} and {len(experiments)}")  # fmt: skip
+    labels = np.zeros(s.t.size, dtype=int)
+    extra = np.zeros_like(s.tau)
+    for j in range(k):
+        a, b = s.bounds[j], s.bounds[j + 1]
+        labels[a:b] = experiments[j]
+        if payloads[j] is not None:
+            extra[a:b] = payload_torques(model, payloads[j], s.q[a:b], s.qd[a:b], s.qdd[a:b])
+    return labels, extra
 
 
 def generalized_forces(log: Log, names: Sequence[str], drives: Drives | None = None) -> np.ndarray:
@@ -282,6 +342,8 @@ def identify_rigid(
     forces: Mapping[str, Callable] | None = None,
     known_forces: Mapping[str, Callable] | None = None,
     drives: Drives | None = None,
+    payloads: Sequence[Payload | None] | None = None,
+    experiments: Sequence[int] | None = None,
 ) -> RigidIdentification:
     """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log`` (a `Log`,
     or the uniform segments of one, `logs.uniform_segments`).
@@ -292,7 +354,11 @@ def identify_rigid(
     counterbalance spring ``f(q) -> (n,)``), each with an identified scale ``<name>.scale``
     (prior 1): ``tau = W pi - sum_k s_k f_k(q)``; ``known_forces`` enter with scale 1, not
     identified (e.g. a spring whose parameters come from a datasheet, when the log's range of
-    motion cannot separate it from gravity). See the module docstring."""
+    motion cannot separate it from gravity). With ``log`` a sequence of segments (of one or
+    several experiments), ``payloads`` gives each segment's known load (`Payload`, or None;
+    its generalized forces move to the measured side) and ``experiments`` its experiment's
+    label: WLS then has one noise level per joint equation and experiment. See the module
+    docstring."""
     where = "identify_rigid"
     check_type(model, Model, f"{where}: model")
     _check_logs(log, f"{where}: log (read a file with jaxmb.identification.read_log)")
@@ -322,7 +388,9 @@ def identify_rigid(
         stribeck_velocity=stribeck_velocity,
     )
     W = _with_forces(np.asarray(W), s.q, forces)
-    y = s.tau + _force_sum(s.q, known)  # known right-hand-side forces to the measured side
+    labels, carried = _per_segment(s, model, payloads, experiments)
+    # known right-hand-side forces, and what the payloads need, to the measured side
+    y = s.tau + _force_sum(s.q, known) - carried
     # parallel filtering (Gautier (1997)): the same zero-phase low-pass on both sides of
     # y = W pi keeps the equation exact for the linear filter, removes the noise above the
     # cutoff from y, and filters the regressor's sharp columns (smoothed sign(qd)) like the
@@ -340,7 +408,9 @@ def identify_rigid(
         )
     base = rg.base_parameters(W, names)
     Wb = base.reduce(W)
-    groups = np.tile(np.arange(model.n), s.index.size)  # one noise level per joint equation
+    # one noise level per joint equation (and experiment), labelled 0..G-1
+    groups = (labels[s.index][:, None] * model.n + np.arange(model.n)).ravel()
+    groups = np.searchsorted(np.unique(groups), groups)
     fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
     # the filtered noise is correlated over about fs / (2 cutoff) samples: fewer independent
     # equations than rows, so the variances scale up by that oversampling factor
@@ -352,7 +422,7 @@ def identify_rigid(
     if method == "consistent":
         nb = len(model.bodies)
         Y_in, Y_ex = W[:, : 10 * nb], W[:, 10 * nb :]
-        w = 1.0 / fit.row_sigma[groups] if fit.row_sigma.size == model.n else None
+        w = 1.0 / fit.row_sigma[groups] if method != "ols" else None
         prior = inertial_parameters(model)
         res = cons.fit_consistent(
             jnp.asarray(Y_in),
@@ -395,7 +465,7 @@ def identify_rigid(
         coulomb_width=coulomb_width,
         stribeck_velocity=stribeck_velocity,
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
-                             if fit.row_sigma.size == model.n else Wb, base.base_names),
+                             if method != "ols" else Wb, base.base_names),
     )  # fmt: skip
 
 
@@ -405,10 +475,12 @@ def predict_torques(
     *,
     cutoff: float = 10.0,
     edge: float | None = None,
+    payloads: Sequence[Payload | None] | None = None,
 ) -> tuple[RigidSamples, np.ndarray]:
     """Generalized forces the identified model predicts from ``log``'s motion (positions
     filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
-    the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``."""
+    the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``; ``payloads`` as in
+    `identify_rigid`, their forces added."""
     check_type(result, RigidIdentification, "predict_torques: result")
     _check_logs(log, "predict_torques: log")
     check_number(cutoff, "predict_torques: cutoff (Hz)", above=0)
@@ -424,7 +496,7 @@ def predict_torques(
     )
     W = _with_forces(np.asarray(W), s.at("q"), result.forces)
     tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.at("q"), result.known_forces)
-    return s, tau
+    return s, tau + _per_segment(s, result.model, payloads, None)[1][s.index]
 
 
 def _check_logs(log, what: str) -> None:

@@ -562,8 +562,8 @@ def identify_cmd(args: argparse.Namespace) -> int:
         if not ok:
             value = getattr(args, name.replace("-", "_"))
             raise SystemExit(f"jaxmb identify: --{name}: expected {expected}, got {value}")
-    log = Path(args.log)
-    for p in (log, *map(Path, args.validate)):
+    log = [Path(p) for p in args.log]
+    for p in (*log, *map(Path, args.validate)):
         if not p.is_file():
             raise SystemExit(f"jaxmb identify: no such log file {str(p)!r}")
     out = Path(args.out)
@@ -592,10 +592,10 @@ def identify_cmd(args: argparse.Namespace) -> int:
             )
         window = (float(w[0]), float(w[1]))
     options = {} if terms is None else {"terms": terms}
-    print(f"jaxmb identify: {log} with model {args.model!r} -> {out}/")
+    print(f"jaxmb identify: {', '.join(map(str, log))} with model {args.model!r} -> {out}/")
     try:
         summary = identify(
-            log,
+            log[0] if len(log) == 1 else log,
             args.model,
             out,
             validate=args.validate,
@@ -617,6 +617,9 @@ def identify_cmd(args: argparse.Namespace) -> int:
     print(f"route: {summary['route']}, method: {summary['method']}")
     print(f"condition number {summary['condition_number']:.4g}")
     print("fit RMSE: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["fit_rmse"].items()))
+    if len(summary.get("fit_rmse_per_log", {})) > 1:
+        for name, rm in summary["fit_rmse_per_log"].items():
+            print(f"  of {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
     for name, rm in summary["validation_rmse"].items():
         print(f"validation RMSE on {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
         if name in summary.get("validation_rmse_expected", {}):
@@ -888,7 +891,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(CSV or Parquet with a t column and SI signals named after the model's coordinates and "
         "actuators; see jaxmb.identification.logs) and write a report.",
     )
-    p.add_argument("log", help="the log to identify from (.csv or .parquet, sidecar .json)")
+    p.add_argument(
+        "log",
+        nargs="+",
+        help="the log to identify from (.csv or .parquet, sidecar .json); a robot: one or more "
+        "experiments fitted together, each with its own noise levels and the payload its "
+        "sidecar's conditions name (payload_kg, payload_com, payload_frame)",
+    )
     p.add_argument(
         "--model",
         required=True,

@@ -266,3 +266,96 @@ def test_the_closed_chain_arm_identified_and_simulated(tmp_path):
     argv = ["simulate", "--params", str(out / "params.json"), "--t-final", "0.05",
             "--dt-save", "0.01", "--out", str(sim), "--no-plots", "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0 and (sim / "summary.json").is_file()
+
+
+PAYLOAD = {"payload_kg": 2.0, "payload_com": [0.05, 0.0, 0.1]}
+
+
+def _with_payload(model, mass, com):
+    """``model`` with a point mass merged into its last body (parallel axes): an independent
+    way to the torques a carried payload adds."""
+    b = model.bodies[-1]
+    m0, c0, com = float(b.mass), np.asarray(b.com), np.asarray(com)
+    m = m0 + mass
+    c = (m0 * c0 + mass * com) / m
+    I = np.asarray(b.inertia)
+    for mk, ck in ((m0, c0), (mass, com)):
+        d = ck - c
+        I = I + mk * (d @ d * np.eye(3) - np.outer(d, d))
+    return jaxmb.model.replace_body(model, b.name, mass=m, com=c, inertia=I)
+
+
+def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, capsys):
+    """Issue 31, point 2: `jaxmb identify A B` fits one robot to two experiments, B carrying a
+    2 kg payload its sidecar names, with four times A's torque noise. Each log gets its own
+    noise levels (and so its weight), the payload's torques are the sidecar's, and the robot
+    comes out as from A alone; per-log fit RMSEs are reported."""
+    path, model = robot
+    a = _log(model, 0, t_final=12.0)
+    loaded = _with_payload(model, PAYLOAD["payload_kg"], PAYLOAD["payload_com"])
+    b = _log(loaded, 1, t_final=12.0)
+    rng = np.random.default_rng(7)
+    noisy = {k: (v + 3 * NOISE * rng.normal(size=v.shape) if k.startswith("tau_") else v)
+             for k, v in b.signals.items()}  # 4x the noise, roughly  # fmt: skip
+    write_log(tmp_path / "a.csv", a)
+    write_log(tmp_path / "b.csv", Log(b.t, noisy, {"model": "random_3", "synthetic": True,
+                                                   "conditions": PAYLOAD}))  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["identify", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--model", str(path),
+            "--out", str(out), "--cutoff", "5", "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "  of a: " in printed and "  of b: " in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["log"] == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    assert summary["payloads"] == {"b": {"mass_kg": 2.0, "com_m": PAYLOAD["payload_com"],
+                                         "frame": model.bodies[-1].frame}}  # fmt: skip
+    # each log's own noise level (the 5 Hz low-pass keeps part of the white noise)
+    na, nb = summary["noise_per_log"]["a"], summary["noise_per_log"]["b"]
+    for k in na:
+        assert 3.0 < nb[k] / na[k] < 5.0, (k, na[k], nb[k])
+        assert summary["fit_rmse_per_log"]["b"][k] / summary["fit_rmse_per_log"]["a"][k] > 3.0
+    # the robot without its payload: the torques of the true robot
+    doc = params_file.read_params(out / "params.json", model_name="robot")
+    new = params_file.apply_bodies(model, doc)
+    q, qd, qdd = jnp.array([0.1, -0.2, 0.3]), jnp.array([0.5, 0.1, -0.4]), jnp.array([1.0, 2, -1])
+    Y = rg.full_regressor(model, q, qd, qdd, rigid.DEFAULT_TERMS)
+    pi_file = rg.standard_parameters(new, rigid.DEFAULT_TERMS, doc["joints"])
+    pi_true = rg.standard_parameters(model, rigid.DEFAULT_TERMS, TRUE_JOINT)
+    np.testing.assert_allclose(Y @ pi_file, Y @ pi_true, rtol=0.02, atol=0.05)
+    # and the payload's torques are what the merged body adds
+    Q = np.stack([np.asarray(q), -np.asarray(q)])
+    Qd, Qdd = np.stack([np.asarray(qd)] * 2), np.stack([np.asarray(qdd)] * 2)
+    got = rigid.payload_torques(model, rigid.Payload(2.0, np.array(PAYLOAD["payload_com"]),
+                                                     model.bodies[-1].frame), Q, Qd, Qdd)  # fmt: skip
+    want = [jaxmb.inverse_dynamics(loaded, *x) - jaxmb.inverse_dynamics(model, *x)
+            for x in zip(Q, Qd, Qdd, strict=True)]  # fmt: skip
+    np.testing.assert_allclose(got, np.stack(want), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "conditions, names, message",
+    [
+        ({"payload_kg": 2.0, "payload_frame": "nowhere"}, ("a", "b"),
+         r"b\.csv: sidecar conditions\.payload_frame: expected one of the model's frames"),
+        ({"payload_kg": -1.0}, ("a", "b"), r"b\.csv: sidecar conditions\.payload_kg: expected a "
+         r"mass >= 0 kg, got -1\.0"),
+        ({"payload_com": [0, 0, 1]}, ("a", "b"), r"b\.csv: sidecar conditions: \['payload_com'\] "
+         r"given without payload_kg"),
+        ({"payload_kg": 1.0, "payload_com": [0, 1]}, ("a", "b"),
+         r"b\.csv: sidecar conditions\.payload_com: expected \[x, y, z\] in m"),
+        ({}, ("a", "a"), r"logs \['a'\]: given twice, or two files of one name"),
+    ],
+)  # fmt: skip
+def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, message):
+    path, model = robot
+    a = _log(model, 0, t_final=3.0)
+    write_log(tmp_path / "a.csv", a)
+    write_log(tmp_path / "b.csv", Log(a.t, a.signals, {"model": "random_3", "synthetic": True,
+                                                       "conditions": conditions}))  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["identify", *(str(tmp_path / f"{n}.csv") for n in names), "--model", str(path),
+            "--out", str(out), "--quiet"]  # fmt: skip
+    with pytest.raises(SystemExit, match=message):
+        cli.main(argv)
+    assert not out.exists()
