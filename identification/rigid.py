@@ -413,8 +413,8 @@ def identify_rigid(
     groups = np.searchsorted(np.unique(groups), groups)
     fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
     # the filtered noise is correlated over about fs / (2 cutoff) samples: fewer independent
-    # equations than rows, so the variances scale up by that oversampling factor
-    fit = fit.inflated(max(1.0, s.fs / (2.0 * cutoff * stride)))
+    # equations than rows; the covariance follows the filter exactly (a sandwich)
+    fit = filtered_noise_covariance(fit, Wb, y, groups, s, cutoff, ols=method == "ols")
     pi0 = np.concatenate(
         [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
     )
@@ -467,6 +467,72 @@ def identify_rigid(
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
                              if method != "ols" else Wb, base.base_names),
     )  # fmt: skip
+
+
+def filtered_noise_covariance(
+    fit: LeastSquaresFit,
+    Wb: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    s: RigidSamples,
+    cutoff: float,
+    *,
+    ols: bool = False,
+) -> LeastSquaresFit:
+    r"""``fit`` with the covariance of its estimate for noise that passed the zero-phase
+    low-pass ``F`` before the regression (parallel filtering): the residual rows are ``F n``,
+    correlated over about ``fs / (2 cutoff)`` samples, not independent. With ``A`` the weighted
+    regressor and ``B_g`` its rows of group ``g`` put back at their full-rate samples,
+
+    ``cov = (A^T A)^-1 [sum_g sigma_g^2 (F B_g)^T (F B_g)] (A^T A)^-1``
+
+    (``F`` of a zero-phase filter is symmetric), ``sigma_g^2`` the white noise level of group
+    ``g`` (a joint's equations in one experiment): its residuals' sum of squares over
+    ``m_g E - tr((A^T A)^-1 (F B_g)^T (F B_g))``, with ``E = sum h_k^2`` the filter's energy (its
+    equivalent noise bandwidth over ``fs / 2``): the filtered residuals keep ``E`` of the white
+    variance per row, and the fit absorbs about one white variance per parameter. OLS takes
+    one noise level for every group, as its covariance does. The regressor's own noise
+    (from the measured positions) is not in it."""
+    w = np.ones(y.size) if ols else 1.0 / fit.row_sigma[groups]
+    e = (y - Wb @ fit.theta) * w
+    A = Wb * w[:, None]
+    scale = np.linalg.norm(A, axis=0)  # columns of unit norm: units do not spoil the inverse
+    scale = np.where(scale > 0, scale, 1.0)
+    A = A / scale
+    m, r = A.shape
+    n = m // s.index.size  # rows per sample
+    impulse = np.zeros(2 * int(10 * s.fs / cutoff) + 1)
+    impulse[impulse.size // 2] = 1.0
+    energy = float(np.sum(lowpass(impulse, s.fs, cutoff) ** 2))
+    sample = s.index[np.arange(m) // n]
+    _, sv, Vt = np.linalg.svd(A, full_matrices=False)
+    keep = sv > sv[0] * 1e-12
+    bread = (Vt[keep].T / sv[keep] ** 2) @ Vt[keep]  # (A^T A)^-1 (pseudo-inverse)
+    labels = np.unique(groups)
+    M, dof = [], []
+    for g in labels:
+        rows = groups == g
+        B = np.zeros((s.t.size, r))
+        B[sample[rows]] = A[rows]  # one row per sample and group
+        FB = s.lowpass(B, cutoff)
+        M.append(FB.T @ FB)  # A_g^T (F F^T) A_g: the group's noise through the estimate
+        # E[e_g^T e_g] = sigma_g^2 (m_g energy - tr(P F F^T)_g): the fit absorbs about one
+        # white-noise variance per parameter, not one filtered variance
+        dof.append(rows.sum() * energy - float(np.sum(bread * M[-1])))
+    if min(dof) <= 0:
+        raise ValueError(
+            f"log: {m} equations at a {cutoff:g} Hz low-pass hold about {m * energy:.0f} "
+            f"independent ones, too few for {r} base parameters; a longer log, or a higher cutoff"
+        )
+    ss = [float(e[groups == g] @ e[groups == g]) for g in labels]
+    if ols:  # one white-noise level for every equation
+        var = [sum(ss) / sum(dof)] * len(labels)
+    else:
+        var = [a / d for a, d in zip(ss, dof, strict=True)]
+    meat = sum(v * Mg for v, Mg in zip(var, M, strict=True))
+    cov = (bread @ meat @ bread) / np.outer(scale, scale)
+    cov = 0.5 * (cov + cov.T)
+    return eqx.tree_at(lambda f: (f.cov, f.std), fit, (cov, np.sqrt(np.diag(cov))))
 
 
 def predict_torques(
