@@ -29,6 +29,7 @@ import numpy as np
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
+from .cutoff_choice import choose_cutoff
 from .logs import (
     LogError,
     check_uniform,
@@ -44,6 +45,7 @@ from .rigid import (
     generalized_forces,
     identify_rigid,
     predict_torques,
+    rigid_equations,
     unused_drives,
 )
 from .signals import check_cutoff
@@ -202,13 +204,16 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     logs = {p: read_log(p, schema, required=required) for p in log_paths}
     vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
+    chosen = options["cutoff"] is None  # chosen by cross-validation in the fit logs, below
     for path, lg in (*logs.items(), *vlogs.items()):
-        check_cutoff(options["cutoff"], lg.t, Path(path).name)
+        if not chosen:
+            check_cutoff(options["cutoff"], lg.t, Path(path).name)
     logs = {p: window_option(lg, window, Path(p).name) for p, lg in logs.items()}
+    reference = 10.0 if chosen else options["cutoff"]  # what gaps and short pieces are judged by
     segments, sampling, payloads = {}, {}, {}
     for path, lg in (*logs.items(), *vlogs.items()):  # the fit's window, the whole of others
         payloads[path] = _payload(lg, model, Path(path).name)
-        segments[path], note = _as_recorded(lg, Path(path).name, options["cutoff"], resample)
+        segments[path], note = _as_recorded(lg, Path(path).name, reference, resample)
         if note is not None:
             sampling[Path(path).stem] = note
             print(f"jaxmb identify: {_sampling_line(Path(path).name, note)}", file=sys.stderr)
@@ -223,12 +228,21 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
                 print(f"jaxmb identify: {'; '.join(unused)} (in {Path(path).name})",
                       file=sys.stderr)  # fmt: skip
                 break
-    progress("identifying (regressor route)")
     fit_segments, labels, carried = [], [], []
     for k, p in enumerate(log_paths):  # one experiment per log: its own noise levels
         fit_segments += segments[p]
         labels += [k] * len(segments[p])
         carried += [payloads[p]] * len(segments[p])
+    choice = None
+    if chosen:
+        progress("choosing the cutoff (cross-validation)")
+        eq_options = {k: v for k, v in options.items() if k not in ("method", "prior_weight",
+                                                                   "cutoff", "prior_joint")}  # fmt: skip
+        choice = choose_cutoff(model, fit_segments, lambda c: rigid_equations(
+            model, fit_segments, cutoff=c, payloads=carried, experiments=labels, **eq_options
+        )[:3])  # fmt: skip
+        options = {**options, "cutoff": choice["cutoff_hz"]}
+    progress("identifying (regressor route)")
     res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
     cols = [f"tau_{c}" for c in model.coordinate_names]
@@ -306,6 +320,20 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         "method_key": res.method,
         "known_forces": list(res.known_forces),
         "cutoff_hz": cutoff,
+        "cutoff_choice": None
+        if choice is None
+        else {
+            "chosen_hz": choice["cutoff_hz"],
+            "by": f"{choice['folds']}-fold blocked "
+            "cross-validation in the fit logs: held-out measured torques, sum over joints of "
+            "log MSE (identification.cutoff_choice)",
+            "score": {f"{c:g}": v for c, v in choice["score"].items()},
+            "held_out_rmse": {
+                f"{c:g}": dict(zip(cols, map(float, r), strict=True))
+                for c, r in choice["rmse"].items()
+            },
+            "skipped": {f"{c:g}": w for c, w in choice["skipped"].items()},
+        },  # fmt: skip
         "condition_number": fit.condition,
         "n_base_parameters": res.base.rank,
         "n_standard_parameters": len(res.names),
@@ -426,7 +454,7 @@ def identify(
                          "logs apart by their names, so their rows would mix")  # fmt: skip
     t0 = time.perf_counter()
     out = Path(out)  # made by the route once every input has passed its checks
-    bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
+    bar = tqdm(total=5 + len(validate), disable=not show_progress, leave=True, unit="stage")
 
     def progress(stage: str):
         bar.set_description_str(stage)
@@ -452,7 +480,7 @@ def identify(
                     "comma separated"
                 )
             options = dict(
-                method=method or "consistent", cutoff=10.0 if cutoff is None else cutoff,
+                method=method or "consistent", cutoff=cutoff,
                 stride=stride or 1, terms=DEFAULT_TERMS if terms is None else tuple(terms),
                 prior_weight=0.1 if prior_weight is None else prior_weight,
             )  # fmt: skip

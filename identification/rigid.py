@@ -48,6 +48,7 @@ __all__ = [
     "RigidIdentification",
     "rigid_samples",
     "identify_rigid",
+    "rigid_equations",
     "predict_torques",
     "model_from_parameters",
 ]
@@ -326,6 +327,44 @@ def _split(names, terms, model, pi):
     return pi[:nb], joint
 
 
+def rigid_equations(
+    model: Model,
+    log: Log | Sequence[Log],
+    *,
+    cutoff: float,
+    stride: int = 1,
+    edge: float | None = None,
+    drives: Drives | None = None,
+    terms: Sequence[str] = DEFAULT_TERMS,
+    coulomb_width: float = 1e-2,
+    stribeck_velocity: float = 0.1,
+    forces: Mapping[str, Callable] | None = None,
+    known_forces: Mapping[str, Callable] | None = None,
+    payloads: Sequence[Payload | None] | None = None,
+    experiments: Sequence[int] | None = None,
+) -> tuple[RigidSamples, np.ndarray, np.ndarray, np.ndarray]:
+    """The regressor route's equations ``y = W pi`` at the full rate, before the low-pass:
+    ``(s, W (T, n, p), y (T, n), labels (T,))`` with ``s`` the samples (`rigid_samples`), ``W``
+    the regressor with a column per scaled force, ``y`` the measured generalized forces with
+    the known forces and the payloads' moved over, ``labels`` each sample's experiment. The
+    arguments are `identify_rigid`'s."""
+    s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives)
+    W = rg.stacked_regressor(
+        model,
+        s.q,
+        s.qd,
+        s.qdd,
+        tuple(terms),
+        coulomb_width=coulomb_width,
+        stribeck_velocity=stribeck_velocity,
+    )
+    W = _with_forces(np.asarray(W), s.q, dict(forces or {}))
+    labels, carried = _per_segment(s, model, payloads, experiments)
+    # known right-hand-side forces, and what the payloads need, to the measured side
+    y = s.tau + _force_sum(s.q, dict(known_forces or {})) - carried
+    return s, W, y, labels
+
+
 def identify_rigid(
     model: Model,
     log: Log | Sequence[Log],
@@ -374,23 +413,14 @@ def identify_rigid(
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
-    s = rigid_samples(model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives)
+    s, W, y, labels = rigid_equations(
+        model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives, terms=terms,
+        coulomb_width=coulomb_width, stribeck_velocity=stribeck_velocity, forces=forces,
+        known_forces=known_forces, payloads=payloads, experiments=experiments,
+    )  # fmt: skip
     names = rg.parameter_names(model, terms)
     forces = dict(forces or {})
     known = dict(known_forces or {})
-    W = rg.stacked_regressor(
-        model,
-        s.q,
-        s.qd,
-        s.qdd,
-        terms,
-        coulomb_width=coulomb_width,
-        stribeck_velocity=stribeck_velocity,
-    )
-    W = _with_forces(np.asarray(W), s.q, forces)
-    labels, carried = _per_segment(s, model, payloads, experiments)
-    # known right-hand-side forces, and what the payloads need, to the measured side
-    y = s.tau + _force_sum(s.q, known) - carried
     # parallel filtering (Gautier (1997)): the same zero-phase low-pass on both sides of
     # y = W pi keeps the equation exact for the linear filter, removes the noise above the
     # cutoff from y, and filters the regressor's sharp columns (smoothed sign(qd)) like the

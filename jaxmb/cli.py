@@ -924,8 +924,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--cutoff",
         type=float,
         default=None,
-        help="zero-phase low-pass cutoff, Hz (default 10 for a robot; a hydraulic machine's "
-        "stage 1 (mechanics): 4)",
+        help="zero-phase low-pass cutoff, Hz (default for a robot: chosen from 2-15 Hz by "
+        "cross-validation in the fit log, and reported; a hydraulic machine's stage 1 "
+        "(mechanics): 4)",
     )
     p.add_argument(
         "--stride",
@@ -1060,7 +1061,7 @@ def main_job_argv() -> list[str]:
             "run `jaxmb identify LOG --model NAME` with a log of your own"
         )
     return ["identify", str(logs[0]), "--model", "kr300", "--validate", str(logs[1]),
-            "--validate", str(logs[2]), "--cutoff", "5", "--out", "out/identify"]  # fmt: skip
+            "--validate", str(logs[2]), "--out", "out/identify"]  # fmt: skip
 
 
 def _negative_values(argv: list[str]) -> list[str]:
