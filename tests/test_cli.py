@@ -16,8 +16,9 @@ def test_default_runs_the_main_job_on_the_bundled_logs(monkeypatch):
     # build_parser binds identify_cmd when main() calls it, so the stand-in records the args
     monkeypatch.setattr(cli, "identify_cmd", lambda args: seen.update(vars(args)) or 0)
     assert main([]) == 0
-    assert seen["model"] == "kr300" and seen["log"].endswith("kr300_traj_A.parquet")
+    assert seen["model"] == "kr300" and [p.rsplit("_", 1)[-1] for p in seen["log"]] == ["A.parquet"]
     assert [v.rsplit("_", 1)[-1] for v in seen["validate"]] == ["B.parquet", "C.parquet"]
+    assert seen["cutoff"] is None  # the main job runs with the defaults (issue 31)
 
 
 def test_state_prints_the_arm_dynamics(capsys):
