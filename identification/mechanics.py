@@ -271,8 +271,7 @@ def identify_mechanics(
         check_number(payload_known, "identify_mechanics: payload_known (kg)", at_least=0)
     check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
     check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
-    if not (np.isfinite(prior_weight) and prior_weight > 0):
-        raise ValueError(f"prior_weight: expected a number > 0, got {prior_weight!r}")
+    check_number(prior_weight, "identify_mechanics: prior_weight", above=0)
     has_payload = machine.payload is not None
     # the regressor does not depend on the bodies' values: a known payload rides along
     plant = machine.with_payload(float(payload_known or 0.0)) if has_payload else machine.plant

@@ -557,11 +557,11 @@ def identify_cmd(args: argparse.Namespace) -> int:
         ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
         ("segment-time", args.segment_time is None or 0 < args.segment_time < float("inf"),
          "a duration > 0 s"),
-        ("cpu-devices", args.cpu_devices is None or args.cpu_devices >= 1, "an integer >= 1"),
     ):  # fmt: skip
         if not ok:
             value = getattr(args, name.replace("-", "_"))
             raise SystemExit(f"jaxmb identify: --{name}: expected {expected}, got {value}")
+    _check_device_options(args, "identify")  # the one check of --cpu-devices for every command
     log = [Path(p) for p in args.log]
     for p in (*log, *map(Path, args.validate)):
         if not p.is_file():

@@ -92,7 +92,7 @@ def test_a_known_payload_is_not_fitted(knuckle):
 def test_prior_weight_is_checked_before_any_work():
     machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     log = machine.read_log(KNUCKLE / "knuckle_telescope_validation.parquet")
-    with pytest.raises(ValueError, match="prior_weight: expected a number > 0"):
+    with pytest.raises(ValueError, match="prior_weight: expected a finite number > 0, got -1.0"):
         mech.identify_mechanics(machine, log, prior_weight=-1.0)
 
 
