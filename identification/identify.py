@@ -45,7 +45,6 @@ from .rigid import (
     generalized_forces,
     identify_rigid,
     predict_torques,
-    rigid_equations,
     unused_drives,
 )
 from .signals import check_cutoff
@@ -134,11 +133,13 @@ def _fit_percent(measured: np.ndarray, predicted: np.ndarray, names: Sequence[st
     return {n: report.fit_percent(y[:, k], yh[:, k]) for k, n in enumerate(names)}
 
 
-def _as_recorded(log, source: str, cutoff: float, resample: str):
+def _as_recorded(log, source: str, cutoff: float, resample: str, dt: float | None = None):
     """``(segments, note)``: a uniform log as its one segment (note None); a log with jittered
-    stamps or gaps split at every gap longer than a tenth of the cutoff's period (and two
-    median intervals) and put on a uniform grid piece by piece (`logs.uniform_segments`;
-    pieces shorter than four edge trims dropped), or refused with ``resample="off"``."""
+    stamps or gaps split at every gap longer than a tenth of the ``cutoff``'s period (and two
+    median intervals) and put on a uniform grid of interval ``dt`` (default its median) piece
+    by piece (`logs.uniform_segments`; pieces shorter than four of the cutoff's edge trims
+    dropped), or refused with ``resample="off"``. With the cutoff chosen from the motion,
+    ``cutoff`` is 10 Hz here."""
     rep = sampling_report(log)
     if rep.uniform:
         return (log,), None
@@ -147,10 +148,49 @@ def _as_recorded(log, source: str, cutoff: float, resample: str):
                       "a log at its gaps and resamples each piece itself (--resample auto, the "
                       "default), or fit a --window without the gap")  # fmt: skip
     try:
-        us = uniform_segments(log, max_gap=max(2 * rep.dt, 0.1 / cutoff), min_duration=12 / cutoff)
+        us = uniform_segments(log, max_gap=max(2 * rep.dt, 0.1 / cutoff), min_duration=12 / cutoff,
+                              dt=dt)  # fmt: skip
     except LogError as err:
         raise LogError(f"{source}: {err}") from None
     return us.segments, us.note
+
+
+def _fit_grid(logs: dict) -> float | None:
+    """The one sampling interval of the fit logs, which are fitted as one set of equations:
+    that of the uniform ones (which must agree), else the median of the jittered ones' medians
+    (each within 5 % of it; a jittered log is resampled onto it). Refuses logs of different
+    rates, naming them; None for one log."""
+    if len(logs) < 2:
+        return None
+    reps = {Path(p).name: sampling_report(lg) for p, lg in logs.items()}
+    uniform = {k: r.dt for k, r in reps.items() if r.uniform}
+    dt = (
+        next(iter(uniform.values())) if uniform else float(np.median([r.dt for r in reps.values()]))
+    )
+    for k, r in reps.items():
+        tol = 1e-6 if r.uniform else 0.05
+        if abs(r.dt - dt) > tol * dt:
+            raise ValueError(
+                "fit logs sampled at different rates: "
+                + ", ".join(f"{k} {1 / r.dt:.6g} Hz" for k, r in reps.items())
+                + "; logs fitted together must share one (put them on one grid first, or fit "
+                "them apart)"
+            )
+    return dt
+
+
+def _check_samples(segments: dict, log_paths, cutoff: float) -> None:
+    """Refuse a fit log that leaves no sample at ``cutoff``: every gap-free piece must be longer
+    than the two ``3 / cutoff`` edges the zero-phase filter trims."""
+    edge = 3.0 / cutoff
+    for p in log_paths:
+        longest = max(float(seg.t[-1] - seg.t[0]) for seg in segments[p])
+        if longest <= 2 * edge:
+            raise ValueError(
+                f"{Path(p).name}: no samples at the {cutoff:g} Hz low-pass: its longest gap-free "
+                f"stretch is {longest:.3g} s, and the filter trims {edge:.3g} s at both ends; a "
+                "longer log, or a higher --cutoff"
+            )
 
 
 def _sampling_line(source: str, note: dict) -> str:
@@ -171,13 +211,15 @@ def _sampling_line(source: str, note: dict) -> str:
 
 def _payload(log, model, source: str):
     """The known payload of a log's sidecar ``conditions`` (`rigid.Payload`): ``payload_kg``,
-    ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default the frame of
-    the model's last body, the tool end of a serial robot); None without ``payload_kg`` or with
+    ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default, for a
+    serial robot only, the frame of its last body, the tool end); None without ``payload_kg`` or with
     0 kg. Refuses, naming the sidecar key, what is not a load on the model."""
     from .rigid import Payload
 
     cond = log.meta.get("conditions", {}) or {}
     where = f"{source}: sidecar conditions"
+    if not isinstance(cond, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(cond).__name__}")
     if "payload_kg" not in cond:
         stray = [k for k in ("payload_com", "payload_frame") if k in cond]
         if stray:
@@ -191,6 +233,11 @@ def _payload(log, model, source: str):
             or not all(isinstance(x, int | float) and np.isfinite(x) for x in com)):  # fmt: skip
         raise ValueError(f"{where}.payload_com: expected [x, y, z] in m, got {com!r}")
     frames = [f.name for f in model.frames]
+    parents = [f.parent for f in model.frames]
+    serial = all(parents.count(p) <= 1 for p in set(parents))  # the world included
+    if "payload_frame" not in cond and not serial:
+        raise ValueError(f"{where}.payload_frame: needed, as the model's tree branches (no one "
+                         f"tool end); expected one of its frames {frames}")  # fmt: skip
     frame = cond.get("payload_frame", model.bodies[-1].frame)
     if frame not in frames:
         raise ValueError(f"{where}.payload_frame: expected one of the model's frames {frames}, "
@@ -204,16 +251,18 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     logs = {p: read_log(p, schema, required=required) for p in log_paths}
     vlogs = {v: read_log(v, schema, required=required) for v in validate}  # all checked first
-    chosen = options["cutoff"] is None  # chosen by cross-validation in the fit logs, below
+    chosen = options["cutoff"] is None  # chosen from the fit logs' motion, below
     for path, lg in (*logs.items(), *vlogs.items()):
         if not chosen:
             check_cutoff(options["cutoff"], lg.t, Path(path).name)
     logs = {p: window_option(lg, window, Path(p).name) for p, lg in logs.items()}
     reference = 10.0 if chosen else options["cutoff"]  # what gaps and short pieces are judged by
+    grid = _fit_grid(logs)
     segments, sampling, payloads = {}, {}, {}
     for path, lg in (*logs.items(), *vlogs.items()):  # the fit's window, the whole of others
         payloads[path] = _payload(lg, model, Path(path).name)
-        segments[path], note = _as_recorded(lg, Path(path).name, reference, resample)
+        segments[path], note = _as_recorded(lg, Path(path).name, reference, resample,
+                                            grid if path in logs else None)  # fmt: skip
         if note is not None:
             sampling[Path(path).stem] = note
             print(f"jaxmb identify: {_sampling_line(Path(path).name, note)}", file=sys.stderr)
@@ -235,18 +284,16 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         carried += [payloads[p]] * len(segments[p])
     choice = None
     if chosen:
-        progress("choosing the cutoff (cross-validation)")
-        eq_options = {k: v for k, v in options.items() if k not in ("method", "prior_weight",
-                                                                   "cutoff", "prior_joint")}  # fmt: skip
-        choice = choose_cutoff(model, fit_segments, lambda c: rigid_equations(
-            model, fit_segments, cutoff=c, payloads=carried, experiments=labels, **eq_options
-        )[:3])  # fmt: skip
+        choice = choose_cutoff(fit_segments, model.coordinate_names)
         options = {**options, "cutoff": choice["cutoff_hz"]}
+        for path, lg in (*logs.items(), *vlogs.items()):
+            check_cutoff(options["cutoff"], lg.t, Path(path).name)
+    _check_samples(segments, log_paths, options["cutoff"])
     progress("identifying (regressor route)")
     res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
     cols = [f"tau_{c}" for c in model.coordinate_names]
-    series, fit_rmse, per_log, measured, predicted = {}, {}, {}, [], []
+    series, fit_rmse, per_log, measured, predicted, n_samples = {}, {}, {}, [], [], 0
     for p in log_paths:
         s, tau_hat = predict_torques(res, segments[p], cutoff=cutoff, edge=edge,
                                      payloads=[payloads[p]] * len(segments[p]))  # fmt: skip
@@ -254,6 +301,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         series[("fit", Path(p).stem)] = (s, tau_hat)
         measured.append(s.at("tau"))
         predicted.append(tau_hat)
+        n_samples += s.index.size
     fit_rmse = _rmse(np.concatenate(measured), np.concatenate(predicted), cols)
     validation, validation_fit = {}, {}
     for v in validate:
@@ -264,7 +312,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         validation_fit[Path(v).stem] = _fit_percent(vs.at("tau"), vtau, cols)
         series[("validation", Path(v).stem)] = (vs, vtau)
     noise = {}
-    if res.method != "ols":  # WLS's noise level of each log's joint equations
+    if res.method != "ols":  # WLS's weights: each log's filtered residual RMS per joint
         sig = np.asarray(res.fit.row_sigma).reshape(len(log_paths), model.n)
         noise = {Path(p).stem: dict(zip(cols, map(float, sig[k]), strict=True))
                  for k, p in enumerate(log_paths)}  # fmt: skip
@@ -320,31 +368,18 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         "method_key": res.method,
         "known_forces": list(res.known_forces),
         "cutoff_hz": cutoff,
-        "cutoff_choice": None
-        if choice is None
-        else {
-            "chosen_hz": choice["cutoff_hz"],
-            "by": f"{choice['folds']}-fold blocked "
-            "cross-validation in the fit logs: held-out measured torques, sum over joints of "
-            "log MSE (identification.cutoff_choice)",
-            "score": {f"{c:g}": v for c, v in choice["score"].items()},
-            "held_out_rmse": {
-                f"{c:g}": dict(zip(cols, map(float, r), strict=True))
-                for c, r in choice["rmse"].items()
-            },
-            "skipped": {f"{c:g}": w for c, w in choice["skipped"].items()},
-        },  # fmt: skip
+        "cutoff_choice": choice,
         "condition_number": fit.condition,
         "n_base_parameters": res.base.rank,
         "n_standard_parameters": len(res.names),
         "unidentifiable": list(res.base.unidentifiable),
         "weak_directions": res.weak,
         "physically_consistent": res.consistent,
-        "samples": int(s.index.size),
+        "samples": int(n_samples),
         "sampling": sampling,
         "fit_rmse": fit_rmse,
         "fit_rmse_per_log": per_log,
-        "noise_per_log": noise,
+        "wls_sigma_per_log": noise,
         "payloads": carried_by,
         "validation_rmse": validation,
         "validation_fit_percent": validation_fit,
@@ -440,13 +475,16 @@ def identify(
     "consistent", `DEFAULT_TERMS`, the model's own drives); ``leakage``, ``segment_time`` and
     ``mechanics`` a hydraulic machine's. An option given for the other route is refused.
     ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
-    both: default 10 Hz and 1 for a robot, `mechanics.CUTOFF` and 10 for a hydraulic machine's
-    stage 1. ``log_path`` may be several logs (a robot's experiments, each with its own payload
-    and noise levels, fitted together); logs are told apart by their file stems, so two logs,
-    fitted or validated, may not share one."""
+    both: for a robot, the cutoff chosen from the motion (`cutoff_choice`) and stride 1;
+    `mechanics.CUTOFF` and 10 for a hydraulic machine's stage 1. ``log_path`` may be several
+    logs (a robot's experiments, each with its own payload and noise levels, fitted
+    together); logs are told apart by their file stems, so two logs, fitted or validated, may
+    not share one."""
     from tqdm.auto import tqdm
 
     paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
+    if not paths:
+        raise ValueError("identify: no log given")
     stems = [Path(p).stem for p in (*paths, *validate)]
     twice = sorted({st for st in stems if stems.count(st) > 1})
     if twice:
@@ -454,7 +492,7 @@ def identify(
                          "logs apart by their names, so their rows would mix")  # fmt: skip
     t0 = time.perf_counter()
     out = Path(out)  # made by the route once every input has passed its checks
-    bar = tqdm(total=5 + len(validate), disable=not show_progress, leave=True, unit="stage")
+    bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
 
     def progress(stage: str):
         bar.set_description_str(stage)

@@ -894,17 +894,21 @@ class UniformSegments(NamedTuple):
     note: dict
 
 
-def uniform_segments(log: Log, *, max_gap: float, min_duration: float = 0.0) -> UniformSegments:
+def uniform_segments(
+    log: Log, *, max_gap: float, min_duration: float = 0.0, dt: float | None = None
+) -> UniformSegments:
     """``log`` split at every interval longer than ``max_gap`` s (a gap: nothing is
-    interpolated across it), and each piece put on the uniform grid of ``log``'s median
-    interval (a not-a-knot cubic spline through the time stamps, `resample`) where its stamps
-    jitter; pieces shorter than ``min_duration`` s are dropped (and named in the note). A
-    uniform log without gaps comes back as it is, as its only segment. Raises when nothing of
+    interpolated across it), and each piece put on the uniform grid of interval ``dt`` (default
+    ``log``'s median interval) by a not-a-knot cubic spline through the time stamps
+    (`resample`) where its stamps jitter or ``dt`` is not its own; pieces shorter than
+    ``min_duration`` s are dropped (and named in the note). A uniform log without gaps comes
+    back as it is, as its only segment. Raises when nothing of
     at least ``min_duration`` is left.
 
     A cubic through stamps ``h`` apart is off by about ``(2 pi f h)^4 / 384`` of a component at
     ``f`` Hz: at the identification's low-pass cutoff, with ``h`` a tenth of its period, 4e-4."""
     rep = sampling_report(log)
+    grid = rep.dt if dt is None else float(dt)
     max_gap = float(max_gap)
     if not max_gap >= rep.dt:
         raise ValueError(f"uniform_segments: max_gap must be >= the median interval "
@@ -919,11 +923,11 @@ def uniform_segments(log: Log, *, max_gap: float, min_duration: float = 0.0) -> 
         if b - a < 4 or span[1] - span[0] < min_duration:
             dropped.append(span)
             continue
-        if float(np.max(np.abs(np.diff(piece.t) - rep.dt))) > 1e-6 * rep.dt:
-            piece, resampled = resample(piece, rep.dt, "cubic", max_gap=max_gap), True
+        if float(np.max(np.abs(np.diff(piece.t) - grid))) > 1e-6 * grid:
+            piece, resampled = resample(piece, grid, "cubic", max_gap=max_gap), True
         kept.append(piece)
     note = {
-        "dt": rep.dt,
+        "dt": grid,
         "jitter_s": float(np.max(np.abs(d[d <= max_gap] - rep.dt), initial=0.0)),  # gaps apart
         "max_gap_s": max_gap,
         "gaps": [[float(log.t[i]), float(log.t[i + 1])] for i in cuts],

@@ -924,8 +924,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cutoff",
         type=float,
         default=None,
-        help="zero-phase low-pass cutoff, Hz (default for a robot: chosen from 2-15 Hz by "
-        "cross-validation in the fit log, and reported; a hydraulic machine's stage 1 "
+        help="zero-phase low-pass cutoff, Hz (default for a robot: the smallest of 2-15 Hz at or "
+        "above 3 x the fit logs' motion bandwidth, reported; a hydraulic machine's stage 1 "
         "(mechanics): 4)",
     )
     p.add_argument(

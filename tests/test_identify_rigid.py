@@ -311,7 +311,7 @@ def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, caps
     assert summary["payloads"] == {"b": {"mass_kg": 2.0, "com_m": PAYLOAD["payload_com"],
                                          "frame": model.bodies[-1].frame}}  # fmt: skip
     # each log's own noise level (the 5 Hz low-pass keeps part of the white noise)
-    na, nb = summary["noise_per_log"]["a"], summary["noise_per_log"]["b"]
+    na, nb = summary["wls_sigma_per_log"]["a"], summary["wls_sigma_per_log"]["b"]
     for k in na:
         assert 3.0 < nb[k] / na[k] < 5.0, (k, na[k], nb[k])
         assert summary["fit_rmse_per_log"]["b"][k] / summary["fit_rmse_per_log"]["a"][k] > 3.0
@@ -345,6 +345,8 @@ def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, caps
         ({"payload_kg": 1.0, "payload_com": [0, 1]}, ("a", "b"),
          r"b\.csv: sidecar conditions\.payload_com: expected \[x, y, z\] in m"),
         ({}, ("a", "a"), r"logs \['a'\]: given twice, or two files of one name"),
+        ({}, ("a",), r"a\.csv: no samples at the 2 Hz low-pass: its longest gap-free stretch is "
+         r"3 s, and the filter trims 1\.5 s at both ends"),
     ],
 )  # fmt: skip
 def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, message):
@@ -357,6 +359,30 @@ def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, messa
     argv = ["identify", *(str(tmp_path / f"{n}.csv") for n in names), "--model", str(path),
             "--out", str(out), "--quiet"]  # fmt: skip
     with pytest.raises(SystemExit, match=message):
+        cli.main(argv)
+    assert not out.exists()
+
+
+def test_several_logs_of_other_rates_or_a_payload_on_a_branching_tree_refused(tmp_path):
+    """Fit logs are one set of equations: two sampled at different rates are refused by name;
+    on a branching tree a payload must name its frame (there is no one tool end)."""
+    xml = random_tree_urdf(3, SEED, prismatic_every=0, fixed_every=0, branching=True)
+    (tmp_path / "tree.urdf").write_text(xml)
+    model = jaxmb.load_urdf(xml)
+    a, b = _log(model, 0, t_final=8.0), _log(model, 1, t_final=8.0, fs=250.0)
+    write_log(tmp_path / "a.csv", a)
+    write_log(tmp_path / "b.csv", b)
+    out = tmp_path / "out"
+    argv = ["identify", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--model",
+            str(tmp_path / "tree.urdf"), "--out", str(out), "--quiet"]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"fit logs sampled at different rates: a\.csv 200 Hz, "
+                       r"b\.csv 250 Hz"):  # fmt: skip
+        cli.main(argv)
+    parents = [f.parent for f in model.frames]
+    assert any(parents.count(p) > 1 for p in parents)  # the tree branches
+    write_log(tmp_path / "b.csv", Log(a.t, a.signals, {"conditions": {"payload_kg": 1.0}}))
+    with pytest.raises(SystemExit, match=r"b\.csv: sidecar conditions\.payload_frame: needed, as "
+                       r"the model's tree branches"):  # fmt: skip
         cli.main(argv)
     assert not out.exists()
 
@@ -401,22 +427,22 @@ def test_reported_uncertainty_matches_a_monte_carlo_over_noise():
     assert 0.8 < ratio < 1.2, ratio
 
 
-def test_cutoff_chosen_by_cross_validation_predicts_as_well_as_the_best(robot):
-    """The default cutoff (`cutoff_choice.choose_cutoff`) picks, from the fit log alone, a
-    candidate whose model predicts a held-out log within 0.5 % of the best candidate's (the
+def test_cutoff_chosen_from_the_motion_predicts_as_well_as_the_best(robot):
+    """The default cutoff (`cutoff_choice.choose_cutoff`: the smallest candidate at or above 3x
+    the motion's bandwidth) predicts a held-out log within 0.5 % of the best candidate's (the
     oracle, which sees the held-out log). The motion reaches 2 Hz (a 2 s period, 4 harmonics),
     so the low candidates distort it: at 4, 3 and 2 Hz the held-out RMSE is 6 %, 4.7x and 49x
-    the best (measured; the choice was 7 Hz, the oracle's 5 Hz, 0.3 % apart). On the KR300 the
+    the best (measured; the choice is 7 Hz, the oracle's 5 Hz, 0.3 % apart). On the KR300 the
     choice is 2 Hz (test_identify_main)."""
     from jaxmb.identification.cutoff_choice import CANDIDATES, choose_cutoff
 
     _, model = robot
     fit, held = _log(model, 0, period=2.0), _log(model, 1, t_final=10.0, period=2.0)
-    choice = choose_cutoff(model, [fit], lambda c: rigid.rigid_equations(model, [fit],
-                                                                         cutoff=c)[:3])  # fmt: skip
-    assert set(choice["score"]) | set(choice["skipped"]) == set(CANDIDATES)
+    choice = choose_cutoff([fit], model.coordinate_names)
+    # the harmonics: 0.5, 1, 1.5, 2 Hz; 99 % of the velocity's power below the top one
+    assert all(1.9 < f < 2.1 for f in choice["f_motion_hz"].values()), choice
     held_out = {}
-    for c in choice["score"]:
+    for c in CANDIDATES:
         r = rigid.identify_rigid(model, fit, cutoff=c)
         s, tau = rigid.predict_torques(r, held, cutoff=c, edge=1.5)  # the same samples for all
         held_out[c] = float(np.sum(np.log(np.mean((s.at("tau") - tau) ** 2, axis=0))))
@@ -424,3 +450,20 @@ def test_cutoff_chosen_by_cross_validation_predicts_as_well_as_the_best(robot):
     # sum of log MSE over the 3 joints: 0.03 is 0.5 % in RMSE on each
     assert held_out[choice["cutoff_hz"]] - held_out[best] < 0.03, (choice, held_out)
     assert max(held_out.values()) - held_out[best] > 0.3  # a choice that matters
+
+
+def test_motion_bandwidth_of_a_sine():
+    """A 1.2 Hz sine has all its velocity power at 1.2 Hz (to the periodogram's 0.05 Hz bins,
+    a Hann window's leakage within one bin)."""
+    from jaxmb.identification.cutoff_choice import choose_cutoff, motion_bandwidth
+
+    t = np.arange(0.0, 20.0, 1e-3)
+    log = Log(t, {"q1": 0.3 * np.sin(2 * np.pi * 1.2 * t), "q2": 0.1 * np.sin(2 * np.pi * 0.2 * t)})
+    bands = motion_bandwidth([log], ("q1", "q2"))
+    assert bands["q1"] == pytest.approx(1.2, abs=0.06) and bands["q2"] == pytest.approx(
+        0.2, abs=0.06
+    )
+    assert choose_cutoff([log], ("q1", "q2"))["cutoff_hz"] == 4.0  # 3 x 1.2 = 3.6
+    fast = Log(t, {"q1": 0.3 * np.sin(2 * np.pi * 6.0 * t)})
+    with pytest.raises(ValueError, match=r"--cutoff: the motion reaches 6(\.0\d*)? Hz"):
+        choose_cutoff([fast], ("q1",))

@@ -126,11 +126,26 @@ def test_a_ur5_log_with_jitter_and_gaps_identified_with_the_defaults(ur5_logs, c
     _, ols = _run(folder, "--method", "ols")
     theirs = ols["validation_rmse"]["val"]
     # both sit at the noise floor; the consistent fit's pull toward the URDF's (wrong) inertias
-    # costs 1.4e-5 of it here (measured), so "as good" is to 1e-4, and each within 0.2 % of OLS
-    assert sum(ours.values()) <= (1 + 1e-4) * sum(theirs.values()), (ours, theirs)
+    # costs 1.1e-4 of it here (measured, at the 2 Hz cutoff chosen), so "as good" is to 1e-3,
+    # and each joint within 0.2 % of OLS
+    assert sum(ours.values()) <= (1 + 1e-3) * sum(theirs.values()), (ours, theirs)
     for k in ours:
         assert ours[k] <= 1.002 * theirs[k], k
     assert summary["urdf"]["file"] == "identified.urdf"
+
+
+def test_two_jittered_logs_fitted_together(ur5_logs):
+    """Two logs as recorded, fitted as one set of equations: both go onto one grid (the median
+    of their median intervals), so their segments share a sampling rate."""
+    folder, _, _ = ur5_logs
+    out = folder / "both"
+    argv = ["identify", str(folder / "fit.parquet"), str(folder / "val.parquet"), "--model", UR5,
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    dt = {k: v["dt"] for k, v in summary["sampling"].items()}
+    assert set(dt) == {"fit", "val"} and dt["fit"] == dt["val"]
+    assert max(summary["fit_rmse"].values()) < 1.3 * NOISE
 
 
 def test_segments_are_filtered_each_on_its_own(ur5_logs):
@@ -142,6 +157,7 @@ def test_segments_are_filtered_each_on_its_own(ur5_logs):
     log = _log(truth, t[(t < 2.5) | (t > 2.9)], rng)
     segments = uniform_segments(log, max_gap=0.01).segments
     assert [s.n for s in segments] == [2560, 3174]
+    assert not any(np.any((s.t > 2.5) & (s.t < 2.9)) for s in segments)  # nothing in the gap
     both = rigid.rigid_samples(nominal, segments, cutoff=10.0)
     alone = [rigid.rigid_samples(nominal, s, cutoff=10.0) for s in segments]
     for field in ("t", "q", "qd", "qdd", "tau"):

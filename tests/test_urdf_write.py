@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from helpers import mass_matrix, pinocchio_agrees
+from helpers import file_armature, mass_matrix, pinocchio_agrees
 
 import jaxmb
 from jaxmb.identification.identify import LIMITS
@@ -124,3 +124,23 @@ def test_refusals():
         with_parameters(random_tree_urdf(3, 0), other)
     with pytest.raises(ValueError, match="the URDF has no joint 'nope'"):
         with_parameters(random_tree_urdf(3, 0), model, {"nope": {"viscous": 1.0}})
+
+
+def test_an_existing_transmission_keeps_one_gear_ratio():
+    """A URDF whose joint has a transmission with ``mechanicalReduction`` 50: without a gear
+    ratio given, the rotor inertia is ``armature / 50^2``; with 100 given, both the Drake ratio
+    and ``mechanicalReduction`` say 100."""
+    xml = random_tree_urdf(3, 0, prismatic_every=0)
+    model = jaxmb.load_urdf(xml)
+    c = model.coordinate_names[0]
+    trans = (f'<transmission name="t"><type>transmission_interface/SimpleTransmission</type>'
+             f'<joint name="{c}"/><actuator name="m"><mechanicalReduction>50</mechanicalReduction>'
+             "</actuator></transmission></robot>")  # fmt: skip
+    xml = xml.replace("</robot>", trans)
+    joint = {c: {"armature": 5.0}}
+    for given, G in ((None, 50.0), ({c: 100.0}, 100.0)):
+        text = with_parameters(xml, model, joint, gear_ratio=given)
+        np.testing.assert_allclose(file_armature(text, [c]), [5.0], rtol=1e-15)
+        act = ET.fromstring(text).find("transmission").find("actuator")
+        assert float(act.find(f"{{{DRAKE_NS}}}gear_ratio").get("value")) == G
+        assert float(act.find("mechanicalReduction").text) == G

@@ -197,7 +197,9 @@ def with_parameters(
     `load_urdf` builds them, a moving joint's child link; as `model_urdf` writes them, the
     frame's own link), and every other link welded to the same moving joint loses its
     ``<inertial>``, which the body's composite replaces. ``gear_ratio`` ``{coordinate: G}``
-    splits an armature into rotor inertia ``armature / G^2`` and gear ratio ``G`` (default 1).
+    splits an armature into rotor inertia ``armature / G^2`` and gear ratio ``G`` (default the
+    joint's transmission's own ratio, else 1). A body on a link welded to the world does not
+    move and is left as the URDF has it.
     ``notes`` ``{title: text}`` become comments at the top of the robot (what the file does
     not hold, where it came from).
     Raises naming the body or coordinate the URDF lacks."""
@@ -227,13 +229,13 @@ def with_parameters(
     for c, terms in (joint or {}).items():
         if c not in joints:
             raise UrdfError(f"with_parameters: the URDF has no joint {c!r}")
-        _joint_terms(root, joints[c], c, terms, (gear_ratio or {}).get(c, 1.0))
+        _joint_terms(root, joints[c], c, terms, (gear_ratio or {}).get(c))
     for title, text in reversed(list((notes or {}).items())):
         root.insert(0, ET.Comment(f" {title}: {text} ".replace("--", "- -")))
     return _text(root)
 
 
-def _joint_terms(root: ET.Element, el: ET.Element, c: str, terms: Mapping, G: float) -> None:
+def _joint_terms(root: ET.Element, el: ET.Element, c: str, terms: Mapping, G) -> None:
     dyn_keys = {"viscous": "damping", "coulomb": "friction"}
     if any(k in terms for k in dyn_keys):
         dyn = el.find("dynamics")
@@ -249,12 +251,14 @@ def _joint_terms(root: ET.Element, el: ET.Element, c: str, terms: Mapping, G: fl
             + ", ".join(f"{k} = {_num(v)}" for k, v in rest.items()) + " "
         ))  # fmt: skip
     if "armature" in terms:
-        _armature(root, c, float(terms["armature"]), float(G))
+        _armature(root, c, float(terms["armature"]), G)
 
 
-def _armature(root: ET.Element, c: str, armature: float, G: float) -> None:
+def _armature(root: ET.Element, c: str, armature: float, G: float | None) -> None:
     """The joint's transmission (an existing one naming it, else a new SimpleTransmission) with
-    the rotor inertia ``armature / G^2`` and gear ratio ``G``."""
+    the rotor inertia ``armature / G^2`` and gear ratio ``G``: the given one, else the
+    transmission's own (``drake:gear_ratio``, then ``mechanicalReduction``), else 1. Its
+    ``mechanicalReduction`` is set to the same ``G``."""
     trans = next(
         (t for t in root.findall("transmission")
          if any(j.get("name") == c for j in t.findall("joint"))),
@@ -269,11 +273,17 @@ def _armature(root: ET.Element, c: str, armature: float, G: float) -> None:
     act = trans.find("actuator")
     if act is None:
         act = ET.SubElement(trans, "actuator", name=f"{c}_motor")
+    red = act.find("mechanicalReduction")
+    if G is None:
+        old = act.find(f"{{{DRAKE_NS}}}gear_ratio")
+        G = (float(old.get("value")) if old is not None else
+             float(red.text) if red is not None and red.text else 1.0)  # fmt: skip
+    G = float(G)
     for tag, value in (("rotor_inertia", armature / G**2), ("gear_ratio", G)):
         old = act.find(f"{{{DRAKE_NS}}}{tag}")
         if old is not None:
             act.remove(old)
         ET.SubElement(act, f"{{{DRAKE_NS}}}{tag}", value=_num(value))
-    red = act.find("mechanicalReduction")
     if red is None:
-        ET.SubElement(act, "mechanicalReduction").text = _num(G)
+        red = ET.SubElement(act, "mechanicalReduction")
+    red.text = _num(G)
