@@ -172,7 +172,7 @@ def _fit_grid(logs: dict) -> float | None:
         if abs(r.dt - dt) > tol * dt:
             raise ValueError(
                 "fit logs sampled at different rates: "
-                + ", ".join(f"{k} {1 / r.dt:.6g} Hz" for k, r in reps.items())
+                + ", ".join(f"{k} {1 / r.dt:.10g} Hz" for k, r in reps.items())
                 + "; logs fitted together must share one (put them on one grid first, or fit "
                 "them apart)"
             )
@@ -180,8 +180,8 @@ def _fit_grid(logs: dict) -> float | None:
 
 
 def _check_samples(segments: dict, log_paths, cutoff: float) -> None:
-    """Refuse a fit log that leaves no sample at ``cutoff``: every gap-free piece must be longer
-    than the two ``3 / cutoff`` edges the zero-phase filter trims."""
+    """Refuse a log that leaves no sample at ``cutoff``: at least one of its gap-free pieces
+    must be longer than the two ``3 / cutoff`` edges the zero-phase filter trims."""
     edge = 3.0 / cutoff
     for p in log_paths:
         longest = max(float(seg.t[-1] - seg.t[0]) for seg in segments[p])
@@ -211,8 +211,8 @@ def _sampling_line(source: str, note: dict) -> str:
 
 def _payload(log, model, source: str):
     """The known payload of a log's sidecar ``conditions`` (`rigid.Payload`): ``payload_kg``,
-    ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default, for a
-    serial robot only, the frame of its last body, the tool end); None without ``payload_kg`` or with
+    ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default, where every
+    body lies on one chain, the frame of the last body, the tool end); None without ``payload_kg`` or with
     0 kg. Refuses, naming the sidecar key, what is not a load on the model."""
     from .rigid import Payload
 
@@ -233,10 +233,14 @@ def _payload(log, model, source: str):
             or not all(isinstance(x, int | float) and np.isfinite(x) for x in com)):  # fmt: skip
         raise ValueError(f"{where}.payload_com: expected [x, y, z] in m, got {com!r}")
     frames = [f.name for f in model.frames]
-    parents = [f.parent for f in model.frames]
-    serial = all(parents.count(p) <= 1 for p in set(parents))  # the world included
+    parent = {f.name: f.parent for f in model.frames}
+    tool, chain = model.bodies[-1].frame, set()
+    while tool in parent:  # the last body's frame and its ancestors
+        chain.add(tool)
+        tool = parent[tool]
+    serial = all(b.frame in chain for b in model.bodies)  # every body on one chain
     if "payload_frame" not in cond and not serial:
-        raise ValueError(f"{where}.payload_frame: needed, as the model's tree branches (no one "
+        raise ValueError(f"{where}.payload_frame: needed, as the model's bodies branch (no one "
                          f"tool end); expected one of its frames {frames}")  # fmt: skip
     frame = cond.get("payload_frame", model.bodies[-1].frame)
     if frame not in frames:
@@ -283,12 +287,13 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         labels += [k] * len(segments[p])
         carried += [payloads[p]] * len(segments[p])
     choice = None
-    if chosen:
-        choice = choose_cutoff(fit_segments, model.coordinate_names)
+    if chosen:  # below 0.4 of the lowest rate of every log it will filter
+        fs = min(1.0 / sampling_report(lg).dt for lg in (*logs.values(), *vlogs.values()))
+        choice = choose_cutoff(fit_segments, model.coordinate_names, fs=fs)
         options = {**options, "cutoff": choice["cutoff_hz"]}
         for path, lg in (*logs.items(), *vlogs.items()):
             check_cutoff(options["cutoff"], lg.t, Path(path).name)
-    _check_samples(segments, log_paths, options["cutoff"])
+    _check_samples(segments, [*log_paths, *validate], options["cutoff"])
     progress("identifying (regressor route)")
     res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")

@@ -382,9 +382,21 @@ def test_several_logs_of_other_rates_or_a_payload_on_a_branching_tree_refused(tm
     assert any(parents.count(p) > 1 for p in parents)  # the tree branches
     write_log(tmp_path / "b.csv", Log(a.t, a.signals, {"conditions": {"payload_kg": 1.0}}))
     with pytest.raises(SystemExit, match=r"b\.csv: sidecar conditions\.payload_frame: needed, as "
-                       r"the model's tree branches"):  # fmt: skip
+                       r"the model's bodies branch"):  # fmt: skip
         cli.main(argv)
     assert not out.exists()
+    # a serial robot whose URDF has tool frames beside its last link (the UR5's ee_link and
+    # tool0): its payload defaults to the last body's frame
+    import importlib.metadata
+    import os
+
+    from jaxmb.identification.identify import _payload
+
+    dist = importlib.metadata.distribution("example-robot-data")
+    ur5 = jaxmb.load_urdf(os.path.join(os.fspath(dist.locate_file(
+        "cmeel.prefix/share/example-robot-data/robots")), "ur_description/urdf/ur5_robot.urdf"))  # fmt: skip
+    carried = _payload(Log(a.t, {}, {"conditions": {"payload_kg": 2.0}}), ur5, "x.csv")
+    assert carried.frame == "wrist_3_link" and carried.mass == 2.0
 
 
 def test_reported_uncertainty_matches_a_monte_carlo_over_noise():
@@ -464,6 +476,20 @@ def test_motion_bandwidth_of_a_sine():
         0.2, abs=0.06
     )
     assert choose_cutoff([log], ("q1", "q2"))["cutoff_hz"] == 4.0  # 3 x 1.2 = 3.6
+    # encoder steps (18 bit): a joint that stands still has no band (it would have read as
+    # hundreds of Hz from a differentiated velocity); one that barely moves has its own
+    res = 2 * np.pi / 2**18
+    steps = {"q1": np.round(0.3 * np.sin(2 * np.pi * 1.2 * t) / res) * res,
+             "q2": np.round(0.01 * np.sin(2 * np.pi * 0.5 * t) / res) * res,
+             "q3": np.round((0.3 + 1e-5 * np.random.default_rng(0).normal(size=t.size)) / res) * res}  # fmt: skip
+    bands = motion_bandwidth([Log(t, steps)], ("q1", "q2", "q3"))
+    assert bands["q1"] == pytest.approx(1.2, abs=0.06) and bands["q2"] == pytest.approx(
+        0.5, abs=0.11
+    )
+    assert bands["q3"] is None
+    assert choose_cutoff([Log(t, steps)], ("q1", "q2", "q3"))["cutoff_hz"] == 4.0
+    with pytest.raises(ValueError, match=r"no coordinate of \['q3'\] moves above its noise"):
+        choose_cutoff([Log(t, steps)], ("q3",))
     fast = Log(t, {"q1": 0.3 * np.sin(2 * np.pi * 6.0 * t)})
-    with pytest.raises(ValueError, match=r"--cutoff: the motion reaches 6(\.0\d*)? Hz"):
+    with pytest.raises(ValueError, match=r"--cutoff: the motion of q1 reaches 6(\.0\d*)? Hz"):
         choose_cutoff([fast], ("q1",))

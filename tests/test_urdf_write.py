@@ -144,3 +144,12 @@ def test_an_existing_transmission_keeps_one_gear_ratio():
         act = ET.fromstring(text).find("transmission").find("actuator")
         assert float(act.find(f"{{{DRAKE_NS}}}gear_ratio").get("value")) == G
         assert float(act.find("mechanicalReduction").text) == G
+    # the older format: the reduction directly in the transmission, read and kept as the one
+    old = xml.replace("<actuator name=\"m\"><mechanicalReduction>50</mechanicalReduction></actuator>",
+                      "<actuator name=\"m\"/><mechanicalReduction>40</mechanicalReduction>")  # fmt: skip
+    trans = ET.fromstring(with_parameters(old, model, joint)).find("transmission")
+    assert [r.text for r in trans.iter("mechanicalReduction")] == ["40.0"]
+    J = float(trans.find("actuator").find(f"{{{DRAKE_NS}}}rotor_inertia").get("value"))
+    assert J == pytest.approx(5.0 / 40**2, rel=1e-15)
+    with pytest.raises(ValueError, match=f"the transmission of joint '{c}' has gear ratio '0'"):
+        with_parameters(old.replace(">40<", ">0<"), model, joint)

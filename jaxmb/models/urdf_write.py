@@ -273,11 +273,19 @@ def _armature(root: ET.Element, c: str, armature: float, G: float | None) -> Non
     act = trans.find("actuator")
     if act is None:
         act = ET.SubElement(trans, "actuator", name=f"{c}_motor")
+    # the reduction sits in the actuator, or (the older format) in the transmission itself
     red = act.find("mechanicalReduction")
+    red = red if red is not None else trans.find("mechanicalReduction")
     if G is None:
         old = act.find(f"{{{DRAKE_NS}}}gear_ratio")
-        G = (float(old.get("value")) if old is not None else
-             float(red.text) if red is not None and red.text else 1.0)  # fmt: skip
+        text = old.get("value") if old is not None else red.text if red is not None else "1"
+        try:
+            G = float(text)
+        except (TypeError, ValueError):
+            G = float("nan")
+        if not (np.isfinite(G) and G > 0):
+            raise UrdfError(f"with_parameters: the transmission of joint {c!r} has gear ratio "
+                            f"{text!r}; expected a number > 0 (or give the gear ratio)")  # fmt: skip
     G = float(G)
     for tag, value in (("rotor_inertia", armature / G**2), ("gear_ratio", G)):
         old = act.find(f"{{{DRAKE_NS}}}{tag}")
