@@ -27,12 +27,36 @@ import numpy as np
 
 from .logs import Log
 
-__all__ = ["CANDIDATES", "FACTOR", "POWER", "MIN_SPAN", "motion_bandwidth", "choose_cutoff"]
+__all__ = [
+    "CANDIDATES",
+    "FACTOR",
+    "POWER",
+    "MIN_SPAN",
+    "white_noise_variance",
+    "motion_bandwidth",
+    "choose_cutoff",
+]
 
 CANDIDATES = (2.0, 3.0, 4.0, 5.0, 7.0, 10.0, 15.0)
 FACTOR = 3.0  # cutoff / f_motion
 POWER = 0.99  # the share of the velocity's power below f_motion
 MIN_SPAN = 4.0  # s: segments the bandwidth is measured on (0.25 Hz bins)
+
+
+def _periodogram(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Hann-windowed periodogram ``(f, P)`` of ``x`` less its mean, and its white-noise floor:
+    the median of ``P`` over the upper half of the band, where a robot's motion has nothing."""
+    w = np.hanning(x.size)
+    power = np.abs(np.fft.rfft((x - x.mean()) * w)) ** 2
+    f = np.fft.rfftfreq(x.size, dt)
+    return f, power, float(np.median(power[f > f[-1] / 2]))
+
+
+def white_noise_variance(x: np.ndarray, dt: float) -> float:
+    """Per-sample variance of the white noise in ``x`` sampled at ``dt``: its periodogram's
+    floor divided by the Hann window's ``sum(w^2)`` (the floor's expectation for unit noise)."""
+    x = np.asarray(x, dtype=float)
+    return _periodogram(x, dt)[2] / float(np.sum(np.hanning(x.size) ** 2))
 
 
 def motion_bandwidth(segments: Sequence[Log], coordinates: Sequence[str]) -> dict:
@@ -55,10 +79,7 @@ def motion_bandwidth(segments: Sequence[Log], coordinates: Sequence[str]) -> dic
         f_max = None
         for seg in used:
             dt = float(np.median(np.diff(seg.t)))
-            q = np.asarray(seg[c], dtype=float)
-            power = np.abs(np.fft.rfft((q - q.mean()) * np.hanning(q.size))) ** 2
-            f = np.fft.rfftfreq(q.size, dt)
-            floor = float(np.median(power[f > f[-1] / 2]))
+            f, power, floor = _periodogram(np.asarray(seg[c], dtype=float), dt)
             low = f <= f_lim
             if not power[low][1:].max(initial=0.0) > 1e3 * floor:
                 continue  # no motion above the noise in this segment

@@ -29,6 +29,7 @@ import numpy as np
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
+from .coulomb_width import choose_coulomb_width
 from .cutoff_choice import choose_cutoff
 from .logs import (
     LogError,
@@ -294,6 +295,12 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         for path, lg in (*logs.items(), *vlogs.items()):
             check_cutoff(options["cutoff"], lg.t, Path(path).name)
     _check_samples(segments, [*log_paths, *validate], options["cutoff"])
+    width = None
+    if options.get("coulomb_width") is None:  # the sign trusted where qd stands above its noise
+        width = choose_coulomb_width(fit_segments, model.coordinate_names, options["cutoff"])
+        options = {**options, "coulomb_width": width["coulomb_width"]}
+        print(f"jaxmb identify: Coulomb sign's width {width['coulomb_width']:.3g} rad/s (m/s on a "
+              f"prismatic joint), {width['rule']}", file=sys.stderr)  # fmt: skip
     progress("identifying (regressor route)")
     res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")
@@ -374,6 +381,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         "known_forces": list(res.known_forces),
         "cutoff_hz": cutoff,
         "cutoff_choice": choice,
+        "coulomb_width_choice": width,
         "condition_number": fit.condition,
         "n_base_parameters": res.base.rank,
         "n_standard_parameters": len(res.names),
@@ -466,6 +474,7 @@ def identify(
     stride: int | None = None,
     terms: Sequence[str] | None = None,
     prior_weight: float | None = None,
+    coulomb_width: float | None = None,
     window: tuple[float, float] | None = None,
     resample: str | None = None,
     drives=None,
@@ -476,8 +485,9 @@ def identify(
 ) -> dict:
     """Run the pipeline and write the report into ``out``; returns ``summary.json``'s content.
 
-    ``method``, ``terms`` and ``drives`` are the regressor route's (a rigid robot; default
-    "consistent", `DEFAULT_TERMS`, the model's own drives); ``leakage``, ``segment_time`` and
+    ``method``, ``terms``, ``coulomb_width`` and ``drives`` are the regressor route's (a rigid
+    robot; default "consistent", `DEFAULT_TERMS`, the width chosen from the velocity's noise
+    (`coulomb_width`), the model's own drives); ``leakage``, ``segment_time`` and
     ``mechanics`` a hydraulic machine's. An option given for the other route is refused.
     ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
     both: for a robot, the cutoff chosen from the motion (`cutoff_choice`) and stride 1;
@@ -526,6 +536,7 @@ def identify(
                 method=method or "consistent", cutoff=cutoff,
                 stride=stride or 1, terms=DEFAULT_TERMS if terms is None else tuple(terms),
                 prior_weight=0.1 if prior_weight is None else prior_weight,
+                coulomb_width=coulomb_width,
             )  # fmt: skip
             if name in KNOWN_FORCES:
                 options["known_forces"] = KNOWN_FORCES[name]()
@@ -543,6 +554,7 @@ def identify(
             given = {"--method": method is not None, "--terms": terms is not None,
                      "--gear-ratios/--torque-constants": drives is not None,
                      "--resample": resample is not None,
+                     "--coulomb-width": coulomb_width is not None,
                      "several logs": len(paths) > 1}  # fmt: skip
             if any(given.values()):
                 raise ValueError(

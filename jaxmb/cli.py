@@ -555,6 +555,8 @@ def identify_cmd(args: argparse.Namespace) -> int:
         ("cutoff", args.cutoff is None or args.cutoff > 0, "a frequency > 0 Hz"),
         ("stride", args.stride is None or args.stride >= 1, "an integer >= 1"),
         ("prior-weight", args.prior_weight is None or args.prior_weight >= 0, "a weight >= 0"),
+        ("coulomb-width", args.coulomb_width is None or 0 < args.coulomb_width < float("inf"),
+         "a velocity > 0"),
         ("segment-time", args.segment_time is None or 0 < args.segment_time < float("inf"),
          "a duration > 0 s"),
     ):  # fmt: skip
@@ -603,6 +605,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             cutoff=args.cutoff,
             stride=args.stride,
             prior_weight=args.prior_weight,
+            coulomb_width=args.coulomb_width,
             window=window,
             resample=args.resample,
             drives=drives,
@@ -948,6 +951,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="joint drive/friction terms, comma separated, from armature, viscous, coulomb, "
         "stribeck, offset (default armature,viscous,coulomb,offset; empty string for none)",
+    )
+    p.add_argument(
+        "--coulomb-width",
+        type=float,
+        default=None,
+        help="regressor route: width w of the smoothed Coulomb sign tanh(qd / w), rad/s or m/s "
+        "(default: 3 x the filtered velocity's noise std, from the log; reported)",
     )
     p.add_argument(
         "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"

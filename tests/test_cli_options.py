@@ -92,6 +92,10 @@ ROWS = {
         [KR300, "--model", "kr300", "--prior-weight", "-1"],
         r"--prior-weight: expected a weight >= 0, got -1\.0",
     ),
+    ("identify", "--coulomb-width"): (
+        [KR300, "--model", "kr300", "--coulomb-width", "0"],
+        r"--coulomb-width: expected a velocity > 0, got 0\.0",
+    ),
     ("identify", "--terms"): (
         [KR300, "--model", "kr300", "--terms", "viscous,foo"],
         r"--terms: unknown term\(s\) \['foo'\]; expected some of \['armature', 'viscous', ",
