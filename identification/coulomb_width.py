@@ -67,7 +67,9 @@ def velocity_noise(segments: Sequence[Log], coordinates: Sequence[str], cutoff: 
     return out
 
 
-def choose_coulomb_width(segments: Sequence[Log], coordinates: Sequence[str], cutoff: float) -> dict:
+def choose_coulomb_width(
+    segments: Sequence[Log], coordinates: Sequence[str], cutoff: float
+) -> dict:
     """`FACTOR` times the largest filtered-velocity noise of `velocity_noise`, at least `FLOOR`:
     ``{"coulomb_width", "velocity_noise": {coordinate: sigma}, "rule"}``."""
     noise = velocity_noise(segments, coordinates, cutoff)
