@@ -54,9 +54,10 @@ def _periodogram(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, floa
 
 def white_noise_variance(x: np.ndarray, dt: float) -> float:
     """Per-sample variance of the white noise in ``x`` sampled at ``dt``: its periodogram's
-    floor divided by the Hann window's ``sum(w^2)`` (the floor's expectation for unit noise)."""
+    floor (a median) over ``ln 2 sum(w^2)``, the median of a periodogram bin of unit white noise
+    through the Hann window ``w`` (exponentially distributed, mean ``sum(w^2)``)."""
     x = np.asarray(x, dtype=float)
-    return _periodogram(x, dt)[2] / float(np.sum(np.hanning(x.size) ** 2))
+    return _periodogram(x, dt)[2] / (np.log(2.0) * float(np.sum(np.hanning(x.size) ** 2)))
 
 
 def motion_bandwidth(segments: Sequence[Log], coordinates: Sequence[str]) -> dict:

@@ -625,6 +625,10 @@ def identify_cmd(args: argparse.Namespace) -> int:
             print(f"  of {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
     for name, rm in summary["validation_rmse"].items():
         print(f"validation RMSE on {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rm.items()))
+        every = summary.get("validation_rmse_every_sample", {}).get(name)
+        if every is not None:
+            print(f"  on every sample ({summary['validation_edge_s']:.3g} s ends included): "
+                  + ", ".join(f"{k} {v:.4g}" for k, v in every.items()))  # fmt: skip
         if name in summary.get("validation_rmse_expected", {}):
             ex = summary["validation_rmse_expected"][name]
             print("  expected from the noise and the parameters' std: "

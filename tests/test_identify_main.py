@@ -22,6 +22,13 @@ def _table(path):
     return {k: t.column(k).to_numpy() for k in t.column_names}
 
 
+# The best peer's summed joint-torque RMSE on B and C, N m: `mujoco.sysid` (mujoco 4.0.0) fitted
+# on A by its optimiser on the inverse-dynamics torque residual (scripts/mujoco_sysid_peer.py,
+# method "inverse"), measured by scripts/bench_identify.py on 2026-11-26; on the samples 1.5 s in
+# from each end (what the summary's validation RMSE is taken on at 2 Hz) and on every sample.
+PEER = {"B": {"trimmed": 1092.0, "every": 1242.0}, "C": {"trimmed": 1093.0, "every": 1494.0}}
+
+
 @pytest.fixture(scope="module")
 def kr300_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("kr300")
@@ -52,10 +59,17 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
         theirs = {f"tau_q{i}": float(np.sqrt(np.mean((meas[f"tau_q{i}"][keep]
                   - ff[f"tau_q{i}"][keep]) ** 2))) for i in range(1, 7)}  # fmt: skip
         # summed over the joints, the identified model predicts the held-out logs better
-        # (measured with the defaults, the cutoff chosen at 2 Hz: 17 % lower on B, 30 % on C)
-        assert sum(ours.values()) < 0.9 * sum(theirs.values()), (k, ours, theirs)
-        # and on the wrist by a clear margin (joints 4 and 5: 0.31-0.62 of theirs), joint 6
-        # better (0.90 and 0.94)
+        # (measured with the defaults, the cutoff chosen at 2 Hz and the Coulomb width at
+        # 1.4e-4 rad/s: 24 % lower on B, 31 % on C)
+        assert sum(ours.values()) < 0.8 * sum(theirs.values()), (k, ours, theirs)
+        # and than the best peer, mujoco.sysid's optimiser on the same torque residual (80
+        # parameters, a free spring on q2; scripts/bench_identify.py, mujoco 4.0.0), on these
+        # samples (peer: B 1092, C 1093 N m) and on every sample (B 1242, C 1494 N m)
+        assert sum(ours.values()) < PEER[k]["trimmed"], (k, ours)
+        every = summary["validation_rmse_every_sample"][f"kr300_traj_{k}"]
+        assert sum(every.values()) < PEER[k]["every"], (k, every)
+        # and on the wrist by a clear margin (joints 4 and 5: 0.30-0.61 of theirs), joint 6
+        # better (0.85 and 0.92)
         for i in (4, 5):
             assert ours[f"tau_q{i}"] < 0.7 * theirs[f"tau_q{i}"], (k, i)
         assert ours["tau_q6"] < 0.97 * theirs["tau_q6"], k

@@ -30,7 +30,6 @@ UR5 = os.path.join(
 )
 NOISE = 0.2  # N m, torque noise per joint
 JOINT = {"armature": 0.02, "viscous": 0.8, "coulomb": 1.5, "offset": 0.3}
-WIDTH = 1e-2  # smoothed Coulomb width, rad/s (the regressor's default)
 
 
 def _trajectory(n: int) -> FourierTrajectory:
@@ -69,7 +68,7 @@ def _log(model, t, rng) -> Log:
     q, qd, qdd = (np.asarray(x) for x in traj.sample(jnp.asarray(t)))
     tau = np.asarray(jax.vmap(lambda a, b, c: jaxmb.inverse_dynamics(model, a, b, c))(q, qd, qdd))
     tau = tau + (JOINT["armature"] * qdd + JOINT["viscous"] * qd
-                 + JOINT["coulomb"] * np.tanh(qd / WIDTH) + JOINT["offset"])  # fmt: skip
+                 + JOINT["coulomb"] * np.sign(qd) + JOINT["offset"])  # fmt: skip
     tau = tau + NOISE * rng.normal(size=tau.shape)
     res = 2 * np.pi / 2**18  # encoder counts
     names = model.coordinate_names
