@@ -251,7 +251,8 @@ def _payload(log, model, source: str):
 
 
 def _identify_rigid(name, model, log_paths, out, validate, options, progress, window=None, *,
-                    user_drives: bool = False, urdf_source=None, resample: str = "auto"):  # fmt: skip
+                    user_drives: bool = False, urdf_source=None, resample: str = "auto",
+                    given: frozenset = frozenset()):  # fmt: skip
     schema = schema_for(model)
     required = tuple(model.coordinate_names)  # forces: tau_, tau_motor_ or i_ (rigid.Drives)
     logs = {p: read_log(p, schema, required=required) for p in log_paths}
@@ -387,6 +388,11 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         "cutoff_hz": cutoff,
         "cutoff_choice": choice,
         "coulomb_width_choice": width,
+        "settings": _settings(
+            options,
+            given,
+            chosen=(*(("cutoff",) if chosen else ()), *(("coulomb_width",) if width else ())),
+        ),
         "condition_number": fit.condition,
         "n_base_parameters": res.base.rank,
         "n_standard_parameters": len(res.names),
@@ -406,6 +412,33 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         "plots": plots,
         "urdf": urdf,
     }
+
+
+# Why a setting the user did not give has its value (summary.json's "settings")
+_DEFAULT_WHY = {
+    "method": "the physically consistent fit: a model that simulates",
+    "stride": "every filtered sample",
+    "terms": "armature, viscous, Coulomb, offset: Stribeck terms measured no gain on the KR300, "
+    "and blocked cross-validation inside a log chose terms and prior weights that predicted "
+    "other logs worse (README)",
+    "prior_weight": "a light pull toward the model's own inertias (README)",
+}
+
+
+def _settings(options: dict, given: frozenset, chosen: Sequence[str]) -> dict:
+    """Each regressor-route setting: its value and whether it was given, chosen from the data
+    or a default (with why)."""
+    out = {}
+    for key in ("method", "cutoff", "coulomb_width", "stride", "terms", "prior_weight"):
+        value = options.get(key)
+        value = list(value) if isinstance(value, tuple) else value
+        if key in given:
+            out[key] = {"value": value, "source": "given"}
+        elif key in chosen:
+            out[key] = {"value": value, "source": "chosen from the data", "why": f"{key}_choice"}
+        else:
+            out[key] = {"value": value, "source": "default", "why": _DEFAULT_WHY[key]}
+    return out
 
 
 def _kr300_limits() -> dict:
@@ -554,7 +587,12 @@ def identify(
             source = model if Path(model).suffix.lower() == ".urdf" else None
             summary = _identify_rigid(name, m, paths, out, validate, options, progress, window,
                                       user_drives=drives is not None, urdf_source=source,
-                                      resample=resample or "auto")  # fmt: skip
+                                      resample=resample or "auto",
+                                      given=frozenset(k for k, v in (
+                                          ("method", method), ("cutoff", cutoff),
+                                          ("coulomb_width", coulomb_width), ("stride", stride),
+                                          ("terms", terms), ("prior_weight", prior_weight))
+                                          if v is not None))  # fmt: skip
         else:
             from .hydraulic_route import identify_hydraulic
 

@@ -46,6 +46,16 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
     choice = summary["cutoff_choice"]
     assert choice["cutoff_hz"] == summary["cutoff_hz"] == 2.0
     assert 0.3 < max(choice["f_motion_hz"].values()) <= 2.0 / 3
+    # and the Coulomb sign's width from the logged velocities' noise (3-5e-5 rad/s at 2 Hz)
+    width = summary["coulomb_width_choice"]
+    assert all(2e-5 < v < 8e-5 for v in width["velocity_noise"].values()), width
+    assert width["coulomb_width"] == pytest.approx(3 * max(width["velocity_noise"].values()))
+    settings = summary["settings"]
+    assert settings["cutoff"] == {"value": 2.0, "source": "chosen from the data",
+                                  "why": "cutoff_choice"}  # fmt: skip
+    assert settings["coulomb_width"]["value"] == width["coulomb_width"]
+    assert settings["coulomb_width"]["source"] == "chosen from the data"
+    assert settings["terms"]["source"] == "default" and "Stribeck" in settings["terms"]["why"]
     assert all(summary["physically_consistent"].values())
     assert summary["known_forces"] == ["counterbalance"]
     edge = 3 / summary["cutoff_hz"]  # the samples the summary's RMSE is taken on (trimmed)
