@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxmb.model import coordinate_joint_types
 from jaxmb.models.machine import load_machine
 
 from . import params_file, report
@@ -374,7 +375,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         uncertainty=uncertainty,
         source={"log": _one_or_list(log_paths), "validation": [str(v) for v in validate]},
     )
-    plots = report.torque_plots(out, series, model.coordinate_names)
+    plots = report.torque_plots(out, series, coordinate_joint_types(model))
     urdf = _write_urdf(out / "identified.urdf", name, model, res, urdf_source, log_paths)
     return {
         "route": "regressor",

@@ -102,10 +102,13 @@ def series_plots(
     return written
 
 
-def torque_plots(out: Path, series: Mapping, coordinates: Sequence[str]) -> list[str]:
+def torque_plots(out: Path, series: Mapping, joint_types: Mapping[str, str]) -> list[str]:
     """Generalized-force plots of the regressor route, ``series`` ``{(role, stem): (samples,
-    tau_hat)}`` with role ``fit`` or ``validation``: ``fit_<log>`` and ``validation_<log>``."""
+    tau_hat)}`` with role ``fit`` or ``validation``: ``fit_<log>`` and ``validation_<log>``;
+    ``joint_types`` ``{coordinate: "revolute" | "prismatic"}`` in the model's order gives each
+    axis its unit (N m, N)."""
     tagged = {}
     for (role, stem), (s, tau_hat) in series.items():
         tagged[f"{role}_{stem}"] = (s.at("t"), s.at("tau"), tau_hat)
-    return series_plots(out, tagged, [f"tau_{c}" for c in coordinates], unit="N m | N")
+    units = ["N" if kind == "prismatic" else "N m" for kind in joint_types.values()]
+    return series_plots(out, tagged, [f"tau_{c}" for c in joint_types], unit=units)

@@ -580,19 +580,14 @@ def predict_torques(
     check_type(result, RigidIdentification, "predict_torques: result")
     _check_logs(log, "predict_torques: log")
     check_number(cutoff, "predict_torques: cutoff (Hz)", above=0)
-    s = rigid_samples(result.model, log, cutoff=cutoff, stride=1, edge=edge, drives=result.drives)
-    W = rg.stacked_regressor(
-        result.model,
-        s.at("q"),
-        s.at("qd"),
-        s.at("qdd"),
-        result.terms,
-        coulomb_width=result.coulomb_width,
-        stribeck_velocity=result.stribeck_velocity,
-    )
-    W = _with_forces(np.asarray(W), s.at("q"), result.forces)
-    tau = np.einsum("tnp,p->tn", W, result.pi) - _force_sum(s.at("q"), result.known_forces)
-    return s, tau + _per_segment(s, result.model, payloads, None)[1][s.index]
+    s, W, y, _ = rigid_equations(
+        result.model, log, cutoff=cutoff, edge=edge, drives=result.drives, terms=result.terms,
+        coulomb_width=result.coulomb_width, stribeck_velocity=result.stribeck_velocity,
+        forces=result.forces, known_forces=result.known_forces, payloads=payloads,
+    )  # fmt: skip
+    # the equations' right side is the measured forces less the known ones and the payloads'
+    tau = np.einsum("tnp,p->tn", W[s.index], result.pi) + (s.tau - y)[s.index]
+    return s, tau
 
 
 def _check_logs(log, what: str) -> None:
