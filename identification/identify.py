@@ -302,7 +302,8 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         width = choose_coulomb_width(fit_segments, model.coordinate_names, options["cutoff"])
         options = {**options, "coulomb_width": width["coulomb_width"]}
         print(f"jaxmb identify: Coulomb sign's width {width['coulomb_width']:.3g} rad/s (m/s on a "
-              f"prismatic joint), {width['rule']}", file=sys.stderr)  # fmt: skip
+              f"prismatic joint; one for every coordinate), {width['rule']}"
+              + (f"; {width['note']}" if "note" in width else ""), file=sys.stderr)  # fmt: skip
     progress("identifying (regressor route)")
     res = identify_rigid(model, fit_segments, payloads=carried, experiments=labels, **options)
     cutoff, edge = options.get("cutoff", 10.0), options.get("edge")

@@ -496,29 +496,37 @@ def test_motion_bandwidth_of_a_sine():
         choose_cutoff([fast], ("q1",))
 
 
-@pytest.mark.parametrize("measured_velocity", [False, True])
-def test_coulomb_width_from_the_velocity_noise(measured_velocity):
+@pytest.mark.parametrize(
+    "fs, cutoff, measured_velocity",
+    [(1000.0, 3.0, False), (1000.0, 3.0, True), (250.0, 2.0, True), (4000.0, 2.0, False)],
+)
+def test_coulomb_width_from_the_velocity_noise(fs, cutoff, measured_velocity):
     """`coulomb_width.velocity_noise` (the log's white-noise floor carried through the filter's
     impulse response) equals the noise the filtered velocity actually carries: the spread of
     `estimate_derivatives`' velocity of noisy logs about that of the noise-free log (the filter
     is linear), over the samples away from the ends, in 8 realisations (one alone spreads by
-    ~5 %: the filtered noise has few degrees of freedom). The width is 3 x the largest; a
-    noise-free log gets the floor."""
+    ~5 %: the filtered noise has few degrees of freedom). At 4 kHz and 2 Hz the derivative's
+    window is 943 samples (where scipy's own Savitzky-Golay coefficients had lost all
+    precision). A noise-free log gets the floor, and says so."""
     from jaxmb.identification import coulomb_width as cw
     from jaxmb.identification.signals import estimate_derivatives
 
     rng = np.random.default_rng(7)
-    dt, cutoff, names = 1e-3, 3.0, ("q1", "q2")
+    dt, names = 1.0 / fs, ("q1", "q2")
     t = np.arange(0.0, 30.0, dt)
-    clean = {"q1": 0.5 * np.sin(2 * np.pi * 0.4 * t), "q2": 0.2 * np.cos(2 * np.pi * 0.7 * t)}
+    clean = {"q1": 0.5 * np.sin(2 * np.pi * 0.4 * t), "q2": 0.2 * np.cos(2 * np.pi * 0.3 * t)}
     sigma = {"q1": 2e-4, "q2": 5e-5}
     if measured_velocity:  # a logged velocity is the one filtered (and its noise the one seen)
         clean |= {"qd_q1": 0.4 * np.pi * np.cos(2 * np.pi * 0.4 * t),
-                  "qd_q2": -0.28 * np.pi * np.sin(2 * np.pi * 0.7 * t)}  # fmt: skip
+                  "qd_q2": -0.12 * np.pi * np.sin(2 * np.pi * 0.3 * t)}  # fmt: skip
         sigma = {"qd_q1": 3e-3, "qd_q2": 1e-3}
     b = estimate_derivatives(Log(t, clean), names, cutoff=cutoff)
+    for c in names:  # the noise-free velocity is the motion's (the filter passes it)
+        want = clean[f"qd_{c}"] if measured_velocity else np.gradient(clean[c], dt)
+        np.testing.assert_allclose(np.asarray(b[f"qd_{c}"])[t.size // 4 : -t.size // 4],
+                                   want[t.size // 4 : -t.size // 4], atol=2e-4)  # fmt: skip
     predicted, seen = {c: [] for c in names}, {c: [] for c in names}
-    mid = slice(2000, -2000)
+    mid = slice(t.size // 10, -t.size // 10)
     for _ in range(8):
         noisy = Log(t, {k: v + (sigma[k] * rng.normal(size=t.size) if k in sigma else 0.0)
                         for k, v in clean.items()})  # fmt: skip
@@ -528,8 +536,5 @@ def test_coulomb_width_from_the_velocity_noise(measured_velocity):
             seen[c].append(np.mean((np.asarray(a[f"qd_{c}"]) - np.asarray(b[f"qd_{c}"]))[mid] ** 2))
     for c in names:
         assert np.mean(predicted[c]) == pytest.approx(np.sqrt(np.mean(seen[c])), rel=0.05), c
-    choice = cw.choose_coulomb_width([noisy], names, cutoff)
-    assert choice["coulomb_width"] == pytest.approx(
-        3.0 * max(cw.velocity_noise([noisy], names, cutoff).values()), rel=1e-12
-    )
-    assert cw.choose_coulomb_width([Log(t, clean)], names, cutoff)["coulomb_width"] == cw.FLOOR
+    quiet = cw.choose_coulomb_width([Log(t, clean)], names, cutoff)
+    assert quiet["coulomb_width"] == cw.FLOOR and "no noise" in quiet["note"]
