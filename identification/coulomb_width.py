@@ -29,6 +29,7 @@ identified model predicted B and C's standstill ends hundreds of N m off.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +44,7 @@ FLOOR = 1e-6  # the smallest width (a noise-free log), in the coordinate's unit 
 _SUPPORT = 20.0  # cutoff periods of impulse response: the filter's decays to < 1e-12 of its peak
 
 
+@lru_cache(maxsize=64)  # one per rate, cutoff and source: segments and coordinates share it
 def _impulse_gain(dt: float, cutoff: float, measured_velocity: bool) -> float:
     """``sum_k g_k^2`` of the velocity pipeline's impulse response ``g`` (module docstring)."""
     n = max(201, int(_SUPPORT / (cutoff * dt)) | 1)
