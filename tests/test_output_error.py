@@ -8,6 +8,7 @@ A slice of each log keeps the tests short; every fit starts from the nominal pla
 import json
 from pathlib import Path
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from jaxmb.identification.output_error import (
     initial_theta,
     make_segments,
     parameter_values,
+    pilot_segments,
     plant_with,
     predict,
     residuals_and_jacobian,
@@ -96,6 +98,27 @@ def test_parameters_round_trip(nominal, spec, truth):
     assert parameter_values(jnp.log(jnp.asarray([2.0])), nominal, leak) == pytest.approx(
         {"cylinder.lift.c_int": 2e-14}
     )
+
+
+def test_pilot_fits_take_every_other_segment_that_counts(nominal, excitation):
+    """`fit_noise_weighted`'s pilots fit half the segments, spread over those in the residual
+    (a held-out mask's zero-weight segments are never taken), the same count with or without
+    the mask (one compiled program); a short log keeps all of them."""
+    seg = make_segments(nominal, excitation[0], t_start=1.0, t_end=21.0)  # 40 segments
+    K = seg.ts.shape[0]
+    half = pilot_segments(seg)
+    assert half.ts.shape[0] == 20 and half.targets.shape[1:] == seg.targets.shape[1:]
+    starts = np.asarray(half.ts[:, 0])
+    assert starts[0] == seg.ts[0, 0] and starts[-1] == seg.ts[-1, 0]
+    assert np.all(np.isin(starts, np.asarray(seg.ts[:, 0])))
+    held = np.arange(K) % 4 == 3  # as model_choice holds out
+    masked = eqx.tree_at(lambda s: s.weights, seg, seg.weights * jnp.asarray(~held)[:, None])
+    kept = pilot_segments(masked)
+    assert kept.ts.shape == half.ts.shape
+    assert np.all(np.asarray(kept.weights).sum(axis=1) > 0)
+    assert len(set(np.asarray(kept.ts[:, 0]).tolist())) == 20
+    short = make_segments(nominal, excitation[0], t_start=1.0, t_end=5.0)  # 8: all of them
+    assert pilot_segments(short) is short
 
 
 def test_bad_selectors(nominal):
