@@ -486,6 +486,11 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     if not values:
         return plant
     for k, v in values.items():
+        if k.split(".")[0] == "body" and k.split(".")[-1] != "mass":
+            raise ValueError(
+                f"--params: hydraulics[{k!r}]: a body's centre or inertia belongs in the file's "
+                "'bodies' (or 'payload') entry; 'hydraulics' takes a body's mass only"
+            )
         low = 0.0 if k.startswith("body.") else None  # a mass may be 0 (no payload)
         ok = isinstance(v, int | float) and np.isfinite(v) and (v >= 0 if low == 0 else v > 0)
         if not ok:

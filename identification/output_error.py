@@ -43,7 +43,8 @@ What is implemented, and what is not:
   sensors' resolution, and runs 10x faster than that adaptive solve.
 - Parameters: positive plant leaves named by selectors (`HydraulicParameters`), each as
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser
-  sees O(1) numbers and values stay positive.
+  sees O(1) numbers and values stay positive; a body's centre of mass, which may sit at 0,
+  as ``nominal + COM_STEP * theta``.
 - Solver: `scipy.optimize.least_squares` (trust-region reflective, box bounds on theta) with
   the Jacobian from `jax.jacfwd`; the result carries the cost history, the residuals and the
   Jacobian at the optimum, and the covariance ``sigma^2 (J^T J)^{-1}`` of theta.
@@ -95,6 +96,24 @@ __all__ = [
 ]
 
 _PARTS = ("valve", "cylinder", "friction", "body")
+_COM_AXES = {"com_x": 0, "com_y": 1, "com_z": 2}
+_INERTIA_AXES = {"I_xx": 0, "I_yy": 1, "I_zz": 2}
+_BODY_FIELDS = ("mass", *_COM_AXES, *_INERTIA_AXES)
+# a centre of mass moves by COM_STEP * theta (m): steps of O(1) in theta, as for the log leaves
+COM_STEP = 0.1
+
+
+def is_entry(name: str) -> bool:
+    """Whether selector ``name`` is one entry of an array leaf (a body's centre coordinate or
+    inertia diagonal), which `plant_with` sets together with the leaf's other entries."""
+    part, _, field = name.split(".")
+    return part == "body" and (field in _COM_AXES or field in _INERTIA_AXES)
+
+
+def is_additive(name: str) -> bool:
+    """Whether selector ``name`` is additive (a centre-of-mass coordinate), not log-scaled."""
+    part, _, field = name.split(".")
+    return part == "body" and field in _COM_AXES
 
 
 class HydraulicParameters(eqx.Module):
@@ -105,11 +124,16 @@ class HydraulicParameters(eqx.Module):
     - ``"cylinder.<actuator>.<field>"``: a `Cylinder` leaf (``beta``, ``c_int``, ``c_ext``, ...);
     - ``"friction.<actuator>.<field>"``: the actuator's friction law (Stribeck ``F_c``, ``F_s``,
       ``v_s``, ``sigma``; LuGre ``sigma0``, ``sigma1``, ``sigma2``, ``F_c``, ``F_s``, ``v_s``);
-    - ``"body.<body>.mass"``: a body's mass (e.g. an unknown payload).
+    - ``"body.<body>.mass"``: a body's mass (e.g. an unknown payload);
+    - ``"body.<body>.com_x"`` (``_y``, ``_z``): a coordinate of its centre of mass in its
+      frame, additive (`COM_STEP`): a centre may sit at 0 or below it;
+    - ``"body.<body>.I_xx"`` (``I_yy``, ``I_zz``): a diagonal entry of its inertia about its
+      centre.
 
-    Each value is ``reference * exp(theta)``: ``reference`` defaults to the value in the
-    (nominal) plant the functions are given; a leaf whose nominal is 0 (leakage) needs an
-    entry in ``reference`` (then theta starts at 0, i.e. at that reference)."""
+    Each positive value is ``reference * exp(theta)``: ``reference`` defaults to the value in
+    the (nominal) plant the functions are given; a leaf whose nominal is 0 (leakage) needs an
+    entry in ``reference`` (then theta starts at 0, i.e. at that reference). A centre's
+    coordinate is ``nominal + COM_STEP * theta``."""
 
     names: tuple[str, ...] = eqx.field(static=True)
     reference: tuple[tuple[str, float], ...] = eqx.field(static=True)
@@ -127,13 +151,17 @@ class HydraulicParameters(eqx.Module):
                     f"HydraulicParameters: selector {n!r} must read '<part>.<name>.<field>' "
                     f"with part one of {_PARTS}"
                 )
-            if parts[0] == "body" and parts[2] != "mass":
-                raise ValueError(f"HydraulicParameters: {n!r}: only a body's mass is supported")
+            if parts[0] == "body" and parts[2] not in _BODY_FIELDS:
+                raise ValueError(
+                    f"HydraulicParameters: {n!r}: a body's field is one of {_BODY_FIELDS}"
+                )
         reference = dict(reference or {})
         unknown = sorted(set(reference) - set(names))
         if unknown:
             raise ValueError(f"HydraulicParameters: reference for unknown names {unknown}")
         for k, v in reference.items():
+            if is_additive(k):
+                raise ValueError(f"HydraulicParameters: {k!r} is additive: it takes no reference")
             if not (np.isfinite(v) and v > 0):
                 raise ValueError(f"HydraulicParameters: reference[{k!r}] must be > 0, got {v}")
         self.names = names
@@ -152,6 +180,12 @@ def parameter_getter(plant: HydraulicPlant, name: str):
                 f"parameter {name!r}: no body {who!r}; bodies are {plant.model.body_names}"
             )
         j = plant.model.body_names.index(who)
+        if field in _COM_AXES:
+            k = _COM_AXES[field]
+            return lambda p: p.model.bodies[j].com[k]
+        if field in _INERTIA_AXES:
+            k = _INERTIA_AXES[field]
+            return lambda p: p.model.bodies[j].inertia[k, k]
         return lambda p: p.model.bodies[j].mass
     if who not in plant.actuator_names:
         raise ValueError(
@@ -171,6 +205,10 @@ def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array
     refs, th0 = [], []
     for n in spec.names:
         nominal = parameter_getter(plant, n)(plant)
+        if is_additive(n):
+            refs.append(nominal)
+            th0.append(jnp.zeros(()))
+            continue
         if n in given:
             ref = jnp.asarray(given[n])
             th0.append(jnp.where(nominal > 0, jnp.log(jnp.where(nominal > 0, nominal, 1) / ref), 0))
@@ -186,6 +224,24 @@ def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array
     return jnp.stack(refs), jnp.stack(th0)
 
 
+def _values(refs: Array, theta: Array, spec: HydraulicParameters) -> Array:
+    """Each selected leaf's value: ``reference * exp(theta)``, or ``nominal + COM_STEP *
+    theta`` for the additive ones."""
+    additive = np.array([is_additive(n) for n in spec.names])
+    return jnp.where(additive, refs + COM_STEP * theta, refs * jnp.exp(theta))
+
+
+def value_std(
+    std: Float[np.ndarray, " P"], spec: HydraulicParameters, values: Mapping[str, float]
+) -> dict[str, float]:
+    """First-order std of each value from theta's: ``value * std(theta)``, or ``COM_STEP *
+    std(theta)`` for the additive ones."""
+    return {
+        n: (COM_STEP if is_additive(n) else values[n]) * float(s)
+        for n, s in zip(spec.names, std, strict=True)
+    }  # fmt: skip
+
+
 def initial_theta(plant: HydraulicPlant, spec: HydraulicParameters) -> Float[Array, " P"]:
     """theta of the plant's own values: zeros, except ``log(nominal / reference)`` for leaves
     given a reference (0 where the nominal is 0)."""
@@ -195,24 +251,48 @@ def initial_theta(plant: HydraulicPlant, spec: HydraulicParameters) -> Float[Arr
 def plant_with(
     theta: Float[Array, " P"], plant: HydraulicPlant, spec: HydraulicParameters
 ) -> HydraulicPlant:
-    """``plant`` (the nominal) with each selected leaf set to ``reference * exp(theta)``.
-    Uses `equinox.tree_at` (no constructor checks: the values are positive by construction)."""
+    """``plant`` (the nominal) with each selected leaf set to ``reference * exp(theta)`` (a
+    centre's coordinate to ``nominal + COM_STEP * theta``). A body keeps its inertia about its
+    centre: a refined centre moves the body rigidly. (Keeping instead its inertia about its
+    frame's origin, the regressor's parameter, leaves the masses of the first boom and of
+    bodies beyond a prismatic joint undetermined, and a point payload unphysical.) Uses
+    `equinox.tree_at` (no constructor checks: the values are positive by construction)."""
     if theta.shape != (len(spec),):
         raise ValueError(f"plant_with: theta must have shape ({len(spec)},), got {theta.shape}")
     refs, _ = _references(plant, spec)
-    getters = [parameter_getter(plant, n) for n in spec.names]
-    values = refs * jnp.exp(theta)
+    values = _values(refs, theta, spec)
+    leaves = [i for i, n in enumerate(spec.names) if not is_entry(n)]
+    getters = [parameter_getter(plant, spec.names[i]) for i in leaves]
+    out = eqx.tree_at(lambda p: [g(p) for g in getters], plant, [values[i] for i in leaves])
+    # a centre's coordinates, an inertia's diagonal, are entries of one leaf: set them together
+    arrays: dict[tuple[int, str], Array] = {}
+    for i, n in enumerate(spec.names):
+        if is_entry(n):
+            _, who, field = n.split(".")
+            j = plant.model.body_names.index(who)
+            if field in _COM_AXES:
+                com = arrays.get((j, "com"), plant.model.bodies[j].com)
+                arrays[j, "com"] = com.at[_COM_AXES[field]].set(values[i])
+            else:
+                k = _INERTIA_AXES[field]
+                inertia = arrays.get((j, "inertia"), plant.model.bodies[j].inertia)
+                arrays[j, "inertia"] = inertia.at[k, k].set(values[i])
+    if not arrays:
+        return out
     return eqx.tree_at(
-        lambda p: [g(p) for g in getters], plant, [values[i] for i in range(len(getters))]
+        lambda p: [getattr(p.model.bodies[j], leaf) for j, leaf in arrays],
+        out,
+        list(arrays.values()),
     )
 
 
 def parameter_values(
     theta: Float[Array, " P"], plant: HydraulicPlant, spec: HydraulicParameters
 ) -> dict[str, float]:
-    """``{selector: reference * exp(theta)}`` in SI units."""
+    """``{selector: reference * exp(theta)}`` (``nominal + COM_STEP * theta`` for a centre)
+    in SI units."""
     refs, _ = _references(plant, spec)
-    vals = np.asarray(refs * jnp.exp(jnp.asarray(theta)))
+    vals = np.asarray(_values(refs, jnp.asarray(theta), spec))
     return {n: float(v) for n, v in zip(spec.names, vals, strict=True)}
 
 
@@ -506,7 +586,8 @@ class OutputErrorResult(eqx.Module):
 
     Attributes:
         names: the identified selectors.
-        theta: (P,) log-space estimates (value = reference * exp(theta)).
+        theta: (P,) log-space estimates (value = reference * exp(theta); additive for a
+            centre of mass, `HydraulicParameters`).
         values: ``{name: value}`` (SI).
         std: ``{name: one-sigma standard deviation}`` (SI, first order, from ``covariance``).
         plant: the plant with the estimates.
@@ -615,7 +696,7 @@ def fit(
         names=spec.names,
         theta=np.asarray(sol.x),
         values=vals,
-        std={n: vals[n] * float(s) for n, s in zip(spec.names, sd, strict=True)},
+        std=value_std(sd, spec, vals),
         plant=plant_with(jnp.asarray(sol.x), plant, spec),
         cost=0.5 * float(r @ r),
         cost0=history[0],
@@ -695,11 +776,10 @@ def fit_noise_weighted(
     RMS, until each RMS is within 10 % of the scale it was fitted with (at most four pilots);
     then the fit to the final tolerance from there, on every segment. The pilots fit half the
     segments (`pilot_segments`), every other one, where the log has enough. One rescaling is
-    not enough: under the
-    spreads' scales a precise signal (a 10 um telescope encoder) holds so little of the cost
-    that the first pilot stops long before that signal's residual reaches its noise (on the
-    knuckle's 40 s log the telescope's RMS came out 10x its final value, so it weighed 100x
-    too little in the fit).
+    not enough: under the spreads' scales a precise signal (a 10 um telescope encoder) holds
+    so little of the cost that the first pilot stops long before that signal's residual
+    reaches its noise (on the knuckle's 40 s log the telescope's RMS came out 10x its final
+    value, so it weighed 100x too little in the fit).
 
     Given ``heads`` (`start_states.head_segments`: the log's every sample just after each
     segment's start), every segment's start state is re-estimated after each pilot for the

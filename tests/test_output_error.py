@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb.identification.hydraulic_route import log_columns
+from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
 from jaxmb.identification.logs import read_log
 from jaxmb.identification.output_error import (
+    COM_STEP,
     HydraulicParameters,
     fit,
     initial_theta,
@@ -25,6 +27,7 @@ from jaxmb.identification.output_error import (
     plant_with,
     predict,
     residuals_and_jacobian,
+    value_std,
 )
 from jaxmb.models.crane import lift_tilt_crane_plant
 
@@ -98,6 +101,47 @@ def test_parameters_round_trip(nominal, spec, truth):
     assert parameter_values(jnp.log(jnp.asarray([2.0])), nominal, leak) == pytest.approx(
         {"cylinder.lift.c_int": 2e-14}
     )
+
+
+def test_centre_of_mass_coordinates_are_additive_and_differentiable(nominal):
+    """A body's centre coordinate (which may sit at 0) is ``nominal + COM_STEP * theta``, set
+    with the other coordinates of the same body kept, next to a log-scaled mass; the body's
+    inertia about its centre stays (it moves rigidly), unless a diagonal entry of it is
+    selected (log-scaled, the other entries kept); a centre's std is COM_STEP times theta's;
+    the leaves stay differentiable in theta."""
+    spec = HydraulicParameters(["body.payload.mass", "body.payload.com_x", "body.payload.com_z"])
+    assert initial_theta(nominal, spec).tolist() == [0.0, 0.0, 0.0]
+    theta = jnp.asarray([np.log(1.1), 0.5, -0.2])
+    body = plant_with(theta, nominal, spec).model.bodies[2]
+    assert nominal.model.body_names[2] == "payload"
+    m0 = float(nominal.model.bodies[2].mass)  # the sidecar's payload
+    np.testing.assert_allclose(body.mass, 1.1 * m0, rtol=1e-14)
+    np.testing.assert_allclose(body.com, [0.5 * COM_STEP, 0.0, -0.2 * COM_STEP], atol=1e-15)
+    np.testing.assert_array_equal(body.inertia, nominal.model.bodies[2].inertia)
+    vals = parameter_values(theta, nominal, spec)
+    assert vals == pytest.approx({"body.payload.mass": 1.1 * m0, "body.payload.com_x": 0.05,
+                                  "body.payload.com_z": -0.02}, rel=1e-12)  # fmt: skip
+    std = value_std(np.array([0.01, 0.02, 0.03]), spec, vals)
+    assert std == pytest.approx({"body.payload.mass": 0.011 * m0, "body.payload.com_x": 0.002,
+                                 "body.payload.com_z": 0.003}, rel=1e-12)  # fmt: skip
+    d = jax.jacfwd(lambda th: plant_with(th, nominal, spec).model.bodies[2].com)(theta)
+    np.testing.assert_allclose(d, COM_STEP * np.array([[0, 1, 0], [0, 0, 0], [0, 0, 1]]))
+    # an inertia's diagonal entry (about the centre), log-scaled, its other entries kept
+    spec_i = HydraulicParameters(["body.L.I_yy", "body.L.com_x"])
+    L = plant_with(jnp.asarray([np.log(1.2), 0.1]), nominal, spec_i).model.bodies[0]
+    L0 = nominal.model.bodies[0]
+    assert nominal.model.body_names[0] == "L"
+    np.testing.assert_allclose(L.inertia[1, 1], 1.2 * L0.inertia[1, 1], rtol=1e-14)
+    keep = ~np.eye(3, dtype=bool) | (np.arange(3) != 1)[:, None]
+    np.testing.assert_array_equal(np.asarray(L.inertia)[keep], np.asarray(L0.inertia)[keep])
+    np.testing.assert_allclose(L.com[0], L0.com[0] + 0.1 * COM_STEP, rtol=1e-14)
+    with pytest.raises(ValueError, match="a body's field is one of"):
+        HydraulicParameters(["body.payload.Ixy"])
+    # a parameter file carries centres and inertias in its bodies, not as selectors
+    with pytest.raises(ValueError, match=r"hydraulics\['body.payload.com_x'\]: a body's centre"):
+        apply_hydraulics(nominal, {"hydraulics": {"body.payload.com_x": 0.1}})
+    with pytest.raises(ValueError, match="is additive: it takes no reference"):
+        HydraulicParameters(["body.payload.com_x"], reference={"body.payload.com_x": 1.0})
 
 
 def test_pilot_fits_take_every_other_segment_that_counts(nominal, excitation):
@@ -275,7 +319,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
-from jaxmb.identification.hydraulic_route import log_columns
+from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
 from jaxmb.identification.logs import read_log
 from jaxmb.identification.output_error import make_segments, residuals_and_jacobian
 from jaxmb.identification.output_error import HydraulicParameters
