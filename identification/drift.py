@@ -44,7 +44,8 @@ def replay_sensitivity(
 ) -> Float[Array, "S c P"]:
     """``G = d y / d theta`` of the replay of the one-segment ``segment``
     (`output_error.free_run_segment`) at ``oe.plant_with(theta, plant, spec)`` (SI units per
-    unit of theta, i.e. per relative change of a parameter)."""
+    unit of theta, i.e. per relative change of a parameter, or per `output_error.COM_STEP` of a
+    centre coordinate)."""
 
     def y(th):
         return oe.simulate_segments(oe.plant_with(th, plant, spec), segment, dt=dt)[0]

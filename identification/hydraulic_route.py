@@ -462,7 +462,8 @@ def _payload_summary(e: mech.MechanicsEstimate, res: oe.OutputErrorResult) -> di
 
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
-    selector of `output_error.HydraulicParameters` and its positive value (SI), and its
+    selector of `output_error.HydraulicParameters` (a body's mass, not its centre or inertia)
+    and its positive value (SI), and its
     identified ``bodies`` (`params_file.apply_bodies`) and ``payload`` (mass, kg; centre, m)
     where the plant has a payload body."""
     if doc.get("bodies"):
@@ -486,7 +487,7 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     if not values:
         return plant
     for k, v in values.items():
-        if k.split(".")[0] == "body" and k.split(".")[-1] != "mass":
+        if len(k.split(".")) == 3 and oe.is_entry(k):
             raise ValueError(
                 f"--params: hydraulics[{k!r}]: a body's centre or inertia belongs in the file's "
                 "'bodies' (or 'payload') entry; 'hydraulics' takes a body's mass only"

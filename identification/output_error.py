@@ -41,10 +41,10 @@ What is implemented, and what is not:
   loose tolerances does not arise). Measured on the synthetic crane, eight 0.5 s segments:
   RK4 1 ms against Tsit5 at rtol 1e-10 differs by 3e-7 rad and 0.005 bar, far below the
   sensors' resolution, and runs 10x faster than that adaptive solve.
-- Parameters: positive plant leaves named by selectors (`HydraulicParameters`), each as
+- Parameters: plant leaves named by selectors (`HydraulicParameters`). A positive leaf is
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser
-  sees O(1) numbers and values stay positive; a body's centre of mass, which may sit at 0,
-  as ``nominal + COM_STEP * theta``.
+  sees O(1) numbers and values stay positive; a body's centre coordinate, which may sit at 0
+  or below, is ``nominal + COM_STEP * theta``.
 - Solver: `scipy.optimize.least_squares` (trust-region reflective, box bounds on theta) with
   the Jacobian from `jax.jacfwd`; the result carries the cost history, the residuals and the
   Jacobian at the optimum, and the covariance ``sigma^2 (J^T J)^{-1}`` of theta.
@@ -93,6 +93,10 @@ __all__ = [
     "pilot_segments",
     "free_run_segment",
     "predict",
+    "COM_STEP",
+    "is_entry",
+    "is_additive",
+    "value_std",
 ]
 
 _PARTS = ("valve", "cylinder", "friction", "body")
@@ -172,7 +176,9 @@ class HydraulicParameters(eqx.Module):
 
 
 def parameter_getter(plant: HydraulicPlant, name: str):
-    """A function ``plant -> leaf`` for selector ``name`` (checked against ``plant``)."""
+    """A function ``plant -> value`` for selector ``name`` (checked against ``plant``): a leaf,
+    or for a body's centre coordinate or inertia diagonal an entry of one (read-only: not a
+    `equinox.tree_at` target; `plant_with` sets entries)."""
     part, who, field = name.split(".")
     if part == "body":
         if who not in plant.model.body_names:
@@ -200,7 +206,8 @@ def parameter_getter(plant: HydraulicPlant, name: str):
 
 
 def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array, Array]:
-    """``(reference values, theta0)``: theta0 = log(nominal / reference) (0 where nominal = 0)."""
+    """``(reference values, theta0)``: theta0 = log(nominal / reference) (0 where nominal = 0);
+    an additive selector's reference is its nominal value, theta0 = 0."""
     given = dict(spec.reference)
     refs, th0 = [], []
     for n in spec.names:
@@ -256,7 +263,9 @@ def plant_with(
     centre: a refined centre moves the body rigidly. (Keeping instead its inertia about its
     frame's origin, the regressor's parameter, leaves the masses of the first boom and of
     bodies beyond a prismatic joint undetermined, and a point payload unphysical.) Uses
-    `equinox.tree_at` (no constructor checks: the values are positive by construction)."""
+    `equinox.tree_at` (no constructor checks: a log-scaled value is positive by construction;
+    an inertia diagonal scaled far from its start can leave the physically realisable set,
+    which `fit`'s ``bound`` does not prevent)."""
     if theta.shape != (len(spec),):
         raise ValueError(f"plant_with: theta must have shape ({len(spec)},), got {theta.shape}")
     refs, _ = _references(plant, spec)
@@ -631,12 +640,14 @@ def fit(
     verbose: bool = False,
 ) -> OutputErrorResult:
     """Least-squares output-error fit from ``theta0`` (default: the nominal plant,
-    `initial_theta`) with ``|theta - theta0| <= bound`` (a factor e^1.5 ~ 4.5 either way).
+    `initial_theta`) with ``|theta - theta0| <= bound`` (a factor e^1.5 ~ 4.5 either way; a
+    centre coordinate +-0.15 m).
 
     `scipy.optimize.least_squares` (trust-region reflective) with the forward-mode Jacobian
     of `residuals_and_jacobian`, evaluated once per trial point (residual and Jacobian
     together, cached). Uncertainty: ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 =
     |r|^2 / (N - P)`` over the N weighted residuals, and ``std(value) = value * std(theta)``
+    (``COM_STEP * std(theta)`` for a centre, `value_std`)
     (first order)."""
     check_type(plant, HydraulicPlant, "fit: plant")
     check_type(spec, HydraulicParameters, "fit: spec")
