@@ -77,7 +77,8 @@ def expected_rmse(
     uncertainty alone explains), and ``"expected_rmse"``, ``sqrt(noise^2 + drift_std^2)``,
     with ``noise`` the signal's noise level (e.g. the fit's `output_error.residual_scales`)."""
     seg = oe.free_run_segment(plant, log, stride=1, dt=dt)
-    G = np.asarray(replay_sensitivity(jnp.asarray(theta, float), plant, spec, seg, dt))
+    G = replay_sensitivity(jnp.asarray(theta, float), oe.strong_types(plant), spec, seg, dt)
+    G = np.asarray(G)
     keep = np.asarray(seg.weights[0]) > 0
     std = replay_std(G[keep], covariance)
     out = {}

@@ -97,6 +97,7 @@ __all__ = [
     "is_entry",
     "is_additive",
     "value_std",
+    "strong_types",
 ]
 
 _PARTS = ("valve", "cylinder", "friction", "body")
@@ -540,6 +541,17 @@ def residuals_and_jacobian(
     return r, jnp.where(jnp.isfinite(J), J, 0.0)
 
 
+def strong_types(tree):
+    """``tree`` with every weakly typed array leaf made strong, of the same dtype. A weak type
+    is part of a compiled program's signature: a plant built from Python floats (a machine
+    file's, ``jnp.asarray(60.0)``) and the same plant out of `plant_with` would otherwise
+    compile every program twice (5-13 s each on the crane)."""
+    return jax.tree.map(
+        lambda x: jnp.asarray(x, dtype=x.dtype) if isinstance(x, jax.Array) and x.weak_type else x,
+        tree,
+    )
+
+
 def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
     """``fn(theta, plant, segments)``, whose outputs run along the segments (leading axis K),
     with the segments shared among the local devices: the segments are independent, so with
@@ -666,6 +678,7 @@ def fit(
     # a hydraulic identify runs several fits, each compiling its residual and Jacobian
     # program: keep the process below the kernel's limit on memory mappings
     compile_cache.relieve()
+    plant = strong_types(plant)
     cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
     history: list[float] = []
 
@@ -875,7 +888,7 @@ def predict(
             plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end,
             dt=dt,
         )  # fmt: skip
-    y = np.asarray(_segments_jit(plant, seg, dt))
+    y = np.asarray(_segments_jit(strong_types(plant), seg, dt))
     keep = np.asarray(seg.weights) > 0
     meas = np.asarray(seg.targets)[keep]
     pred = y[keep]

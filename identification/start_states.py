@@ -37,7 +37,14 @@ from jaxtyping import Array, Float
 from jaxmb.checks import check_number, check_type
 from jaxmb.plant import HydraulicPlant
 
-from .output_error import Segments, make_segments, per_device, simulate_one, with_scales
+from .output_error import (
+    Segments,
+    make_segments,
+    per_device,
+    simulate_one,
+    strong_types,
+    with_scales,
+)
 
 __all__ = ["head_segments", "estimate_start_states", "start_state_residuals"]
 
@@ -154,5 +161,7 @@ def estimate_start_states(
     check_type(segments, Segments, "estimate_start_states: segments")
     check_number(dt, "estimate_start_states: dt (s)", above=0)
     heads = with_scales(heads, np.asarray(segments.scale))
-    q0, qd0, p0 = _estimate_jit(plant, heads, dt)
-    return eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), segments, (q0, qd0, p0))
+    # on the host, unsharded: a start state split among the devices (`per_device`) would be
+    # a new input type to the fit's compiled program, and compile it again
+    new = tuple(jnp.asarray(np.asarray(x)) for x in _estimate_jit(strong_types(plant), heads, dt))
+    return eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), segments, new)

@@ -1,11 +1,37 @@
 """Shared jitted functions, and references that share no code with jaxmb."""
 
+import contextlib
 import xml.etree.ElementTree as ET
 from functools import partial
 
+import jax
 import numpy as np
 
 import jaxmb
+
+_COMPILES: list[list[str]] = []  # the open `backend_compiles` counters
+
+
+def _count_compile(event: str, duration: float, **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        for c in _COMPILES:
+            c.append(event)
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
+@contextlib.contextmanager
+def backend_compiles():
+    """A list that gains one entry per XLA compile (JAX's monitoring events) while the block
+    runs: a test that a program is reused checks that it stays empty."""
+    counter: list[str] = []
+    _COMPILES.append(counter)
+    try:
+        yield counter
+    finally:
+        _COMPILES.remove(counter)
+
 
 # jaxmb's public functions are already equinox.filter_jit-ed: one compiled version per model
 # structure is shared by every test that imports these names

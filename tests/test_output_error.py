@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import backend_compiles
 
 from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
 from jaxmb.identification.logs import read_log
@@ -238,7 +239,11 @@ def test_identified_plant_predicts_the_validation_log_better(result, nominal, tr
     cols, _ = _columns(DATA / "synthetic_crane_validation.parquet")
     opts = {"t_start": 1.0, "t_end": 7.0}
     nom = predict(nominal, cols, **opts)
-    fitted = predict(result.plant, cols, **opts)
+    with backend_compiles() as compiled:
+        fitted = predict(result.plant, cols, **opts)
+    # the nominal's program serves the fitted plant: `plant_with` makes its leaves strongly
+    # typed, the file's plant holds weakly typed ones (`output_error.strong_types`)
+    assert not compiled
     print("\nvalidation RMSE (bar / mrad): nominal -> identified")
     for c in nom["rmse"]:
         k = 1e-5 if c.startswith("p_") else 1e3
