@@ -12,7 +12,8 @@ and a replay of a log whose sensor noise has RMS ``s`` is expected to show an RM
 ``sqrt(s^2 + mean_t sigma_y(t)^2)``. That is the drift the log's information allows: when the
 measured replay stays within it, the model is as good as the identification log can make it,
 and only a longer or richer log narrows it. The covariance is stage 2's, conditional on the
-mechanics it holds fixed.
+mechanics it holds fixed; a direction of theta the fit's residuals do not see (an infinite
+std, `output_error.theta_covariance`) is left out, as it is out of the fit.
 
 The sensitivity's forward pass also computes the replay itself, which the caller has already
 simulated (`output_error.predict`); the second run costs one replay and keeps the two

@@ -234,6 +234,7 @@ def identify_hydraulic(
         report.refuse_non_finite(r, f"the free-run replay of {stem}")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
+    sd[[not np.isfinite(res.std[n]) for n in res.names]] = np.inf  # undetermined: [0, inf]
     file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in spec.names}
     start_values = {n: float(oe.parameter_getter(plant, n)(plant)) for n in spec.names}
     rows = []

@@ -98,6 +98,7 @@ __all__ = [
     "is_additive",
     "value_std",
     "strong_types",
+    "theta_covariance",
 ]
 
 _PARTS = ("valve", "cylinder", "friction", "body")
@@ -610,13 +611,15 @@ class OutputErrorResult(eqx.Module):
         theta: (P,) log-space estimates (value = reference * exp(theta); additive for a
             centre of mass, `HydraulicParameters`).
         values: ``{name: value}`` (SI).
-        std: ``{name: one-sigma standard deviation}`` (SI, first order, from ``covariance``).
+        std: ``{name: one-sigma standard deviation}`` (SI, first order, from ``covariance``;
+            infinite for a parameter the log does not determine, `theta_covariance`).
         plant: the plant with the estimates.
         cost, cost0: final and initial ``1/2 |r|^2``.
         cost_history: (E,) the cost at every residual evaluation, in order.
         residuals: (N,) at the optimum; jacobian: (N, P) at the optimum.
         sigma2: residual variance ``|r|^2 / (N_eff - P)``.
-        covariance: (P, P) ``sigma^2 (J^T J)^{-1}`` of theta.
+        covariance: (P, P) ``sigma^2 (J^T J)^+`` of theta, on the directions the residuals
+            see (`theta_covariance`).
         n_evaluations, wall_time (s), success, message: of the solver.
     """
 
@@ -657,10 +660,10 @@ def fit(
 
     `scipy.optimize.least_squares` (trust-region reflective) with the forward-mode Jacobian
     of `residuals_and_jacobian`, evaluated once per trial point (residual and Jacobian
-    together, cached). Uncertainty: ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 =
-    |r|^2 / (N - P)`` over the N weighted residuals, and ``std(value) = value * std(theta)``
-    (``COM_STEP * std(theta)`` for a centre, `value_std`)
-    (first order)."""
+    together, cached). Uncertainty (first order, `theta_covariance`): ``cov(theta) = sigma^2
+    (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted residuals, and
+    ``std(value) = value * std(theta)`` (``COM_STEP * std(theta)`` for a centre,
+    `value_std`), infinite for a parameter the residuals do not see."""
     check_type(plant, HydraulicPlant, "fit: plant")
     check_type(spec, HydraulicParameters, "fit: spec")
     check_type(segments, Segments, "fit: segments (see make_segments)")
@@ -710,12 +713,9 @@ def fit(
     )
     wall = time.perf_counter() - t0
     r, J = evaluate(sol.x)
-    n_eff = segments.n_residuals
-    P = len(spec)
-    sigma2 = float(r @ r) / max(n_eff - P, 1)
-    cov = sigma2 * np.linalg.pinv(J.T @ J)
+    sigma2, cov, undetermined = theta_covariance(J, r, segments.n_residuals)
     vals = parameter_values(jnp.asarray(sol.x), plant, spec)
-    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    sd = np.where(undetermined, np.inf, np.sqrt(np.clip(np.diag(cov), 0.0, None)))
     return OutputErrorResult(
         names=spec.names,
         theta=np.asarray(sol.x),
@@ -734,6 +734,35 @@ def fit(
         success=bool(sol.success),
         message=str(sol.message),
     )
+
+
+_NULL_RTOL = 1e-12  # an eigenvalue below this share of the largest: a null direction
+
+
+def theta_covariance(
+    J: Float[np.ndarray, "N P"], r: Float[np.ndarray, " N"], n_residuals: int
+) -> tuple[float, Float[np.ndarray, "P P"], np.ndarray]:
+    """``(sigma^2, cov, undetermined)`` of a least-squares fit with Jacobian ``J`` and
+    residuals ``r`` (first order): ``sigma^2 = |r|^2 / (N - P)`` over the ``n_residuals``
+    residuals that count, ``cov = sigma^2 (J^T J)^+`` on the directions the residuals see.
+
+    A direction of theta that leaves every residual unchanged (an eigenvalue of ``J^T J``,
+    its columns scaled to unit norm, below `_NULL_RTOL` of the largest: a parameter the log
+    does not excite, or two that only act as a sum) has no finite variance; a pseudo-inverse
+    would give it 0, i.e. known exactly. ``undetermined`` (P,) marks each parameter with a
+    share of such a direction (its std is infinite); ``cov`` holds the determined part."""
+    J = np.asarray(J, float)
+    P = J.shape[1]
+    sigma2 = float(r @ r) / max(n_residuals - P, 1)
+    norm = np.linalg.norm(J, axis=0)
+    norm = np.where(norm > 0, norm, 1.0)  # a zero column stays zero: a null direction
+    Jn = J / norm
+    w, V = np.linalg.eigh(Jn.T @ Jn)
+    null = w <= _NULL_RTOL * max(float(w[-1]), np.finfo(float).tiny)
+    inv = np.where(null, 0.0, 1.0 / np.where(null, 1.0, w))
+    cov = sigma2 * ((V * inv) @ V.T) / np.outer(norm, norm)
+    undetermined = np.any(np.abs(V[:, null]) > 1e-6, axis=1)
+    return sigma2, cov, undetermined
 
 
 def residual_scales(res: OutputErrorResult, segments: Segments) -> Float[np.ndarray, " c"]:

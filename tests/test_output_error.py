@@ -28,6 +28,7 @@ from jaxmb.identification.output_error import (
     plant_with,
     predict,
     residuals_and_jacobian,
+    theta_covariance,
     value_std,
 )
 from jaxmb.models.crane import lift_tilt_crane_plant
@@ -179,6 +180,30 @@ def test_bad_selectors(nominal):
         make_segments(nominal, {"t": np.arange(3.0), "q1": np.zeros(3)} | {
             k: np.zeros(3) for k in ("q2", "p_a_lift", "p_b_lift", "p_a_tilt", "u_lift", "u_tilt")
         })  # fmt: skip
+
+
+def test_a_parameter_the_residuals_do_not_see_has_an_infinite_std():
+    """`theta_covariance`: a Jacobian column of zeros (a boom's inertia about an axis the
+    motion never turns about) and two columns that only act as their sum leave those three
+    parameters undetermined (infinite std, not the pseudo-inverse's 0), while the others
+    keep the covariance ``sigma^2 (J^T J)^{-1}`` of the determined block (its closed form
+    for orthogonal columns: ``sigma^2 / |J_i|^2``), however unequal the columns' scales (a
+    leakage coefficient's column is 1e-7 of a valve's: J^T J spans 1e15, within rounding of
+    singular, until its columns are scaled)."""
+    rng = np.random.default_rng(0)
+    N = 200
+    Q, _ = np.linalg.qr(rng.normal(size=(N, 3)))
+    a, b, c = 3.0 * Q[:, 0], 1e-7 * Q[:, 1], Q[:, 2]
+    J = np.stack([a, np.zeros(N), b, c, c], axis=1)  # P = 5: columns 1 and (3, 4) unseen
+    r = rng.normal(0.0, 0.1, N)
+    sigma2, cov, undetermined = theta_covariance(J, r, N)
+    assert sigma2 == pytest.approx(float(r @ r) / (N - 5), rel=1e-12)
+    np.testing.assert_array_equal(undetermined, [False, True, False, True, True])
+    np.testing.assert_allclose(np.diag(cov)[[0, 2]], sigma2 / np.array([9.0, 1e-14]), rtol=1e-10)
+    full = theta_covariance(J[:, [0, 2]], r, N)
+    block = cov[np.ix_([0, 2], [0, 2])] / sigma2  # sigma^2 counts P parameters: compare (J^T J)^-1
+    np.testing.assert_allclose(full[1] / full[0], block, rtol=1e-10, atol=1e-14)
+    assert not full[2].any()  # a determined fit: nothing marked
 
 
 def test_jacobian_matches_central_differences(nominal, spec, segments):
