@@ -498,8 +498,11 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
         if not ok:
             what = "a number >= 0" if low == 0 else "a positive number"
             raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
-    spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
-    getters = [oe.parameter_getter(plant, k) for k in spec.names]  # and that the plant has them
+    try:
+        spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
+        getters = [oe.parameter_getter(plant, k) for k in spec.names]  # and the plant's leaves
+    except ValueError as err:
+        raise ValueError(f"--params: hydraulics: {err}") from None
     return eqx.tree_at(
         lambda p: [g(p) for g in getters],
         plant,
