@@ -1,5 +1,5 @@
 """`jaxmb identify` for hydraulic machines (a machine file, the built-in crane among them), in
-two stages, with the report files of the main job:
+two stages and a refit, with the report files of the main job:
 
 1. the mechanics (booms, cylinder bodies, payload) and cylinder friction from the pressure
    forces by the regressor route (`mechanics`), before any simulation;
@@ -10,7 +10,11 @@ two stages, with the report files of the main job:
    state estimated from the samples just after it (`start_states`), the mechanics of stage 1
    either fixed or refined jointly (the boom and payload masses) and internal leakage fitted or
    not: by default whichever predicts held-out segments better (`model_choice`), and the
-   report says which.
+   report says which;
+3. the same parameters with the viscous coefficients and the booms' masses refitted on long
+   segments (about 10 s), which see the slow drift a free-run replay integrates, the leakages
+   and the payload held (`long_refit`): by default kept where held-out long segments prefer
+   it, and the report says whether.
 
 Validation is a free-run replay (single shooting): the identified plant starts from each
 validation log's measured initial state and integrates the whole log, driven by its logged
@@ -34,7 +38,7 @@ from jaxmb.hydraulics import StribeckFriction
 from jaxmb.models.machine import Machine, check_reach
 from jaxmb.plant import HydraulicPlant
 
-from . import drift, params_file, report, start_states
+from . import drift, long_refit, params_file, report, start_states
 from . import mechanics as mech
 from . import model_choice as choice
 from . import output_error as oe
@@ -47,6 +51,7 @@ __all__ = [
     "identify_hydraulic",
     "log_columns",
     "apply_hydraulics",
+    "with_held",
 ]
 
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
@@ -148,6 +153,7 @@ def identify_hydraulic(
     mechanics: str = "auto",
     cutoff: float | None = None,
     stride: int | None = None,
+    long: str = "auto",
 ) -> dict:
     """Stage 1 (`mechanics.identify_mechanics`) on ``log_path`` (within ``window`` if given),
     then `hydraulic_selectors` by multiple-shooting output error from there, every segment's
@@ -157,8 +163,11 @@ def identify_hydraulic(
     (`model_choice.choose_and_fit`); validate by free-run
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries. ``cutoff`` and ``stride``: stage 1's low-pass (Hz) and
-    decimation (default `mechanics.CUTOFF` and 10)."""
+    decimation (default `mechanics.CUTOFF` and 10). ``long``: the refit on long segments
+    (`long_refit`), "auto" (kept where held-out long segments prefer it), "yes" or "no"."""
     choice.check_choices(mechanics=mechanics, leakage=leakage)
+    if long not in long_refit.CHOICES:
+        raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
     plant = machine.plant
     required = required_signals(plant)
     # every log is read and checked before anything compiles
@@ -196,8 +205,17 @@ def identify_hydraulic(
         plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
         mechanics=mechanics, leakage=leakage, max_evaluations=max_evaluations,
     )  # fmt: skip
-    if "body.payload.mass" in res.values and "payload_source" in conditions:
-        conditions["payload_kg"] = res.values["body.payload.mass"]
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
+    stage1_plant = plant
+    res, spec, plant, held, long_report = long_refit.refit_long(
+        plant, res, spec, cols, np.asarray(seg.scale), refined_selectors(plant, stage1),
+        choice=long, t_start=t0, t_end=t1, max_evaluations=max_evaluations,
+    )  # fmt: skip
+    # every estimate, those the long refit held at the short fit's values included
+    values = {**{n: v for n, (v, _) in held.items()}, **res.values}
+    stds = {**{n: s for n, (_, s) in held.items()}, **res.std}
+    if "body.payload.mass" in values and "payload_source" in conditions:
+        conditions["payload_kg"] = values["body.payload.mass"]
     pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     file_plant = _nominal_for(machine, log)
     nominal = oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
@@ -208,7 +226,7 @@ def identify_hydraulic(
     for stem, (vlog, vcols) in vlogs.items():
         compile_cache.relieve()  # between stages (`compile_cache.relieve`)
         progress(f"validating on {stem} (free-run replay)")
-        vplant_nominal = _plant_for(machine, vlog, stage1)
+        vplant_nominal = with_held(_plant_for(machine, vlog, stage1), held, vlog)
         theta, cov = np.array(res.theta), np.array(res.covariance)
         if "payload_kg" in vlog.meta.get("conditions", {}) and "body.payload.mass" in spec.names:
             # its own payload stays as named (theta 0: the value of vplant_nominal), known
@@ -235,12 +253,14 @@ def identify_hydraulic(
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
     sd[[not np.isfinite(res.std[n]) for n in res.names]] = np.inf  # undetermined: [0, inf]
-    file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in spec.names}
-    start_values = {n: float(oe.parameter_getter(plant, n)(plant)) for n in spec.names}
+    every = (*spec.names, *held)
+    file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in every}
+    start_values = {n: float(oe.parameter_getter(stage1_plant, n)(stage1_plant)) for n in every}
+    estimates = [(n, res.values[n], res.std[n], sd[k]) for k, n in enumerate(res.names)]
+    estimates += [(n, v, s, s / v) for n, (v, s) in held.items()]  # std of log(value)
     rows = []
-    for k, n in enumerate(res.names):
-        val, s = res.values[n], res.std[n]
-        lo, hi = val * np.exp(-1.96 * sd[k]), val * np.exp(1.96 * sd[k])  # log-normal interval
+    for n, val, s, sd_n in estimates:
+        lo, hi = val * np.exp(-1.96 * sd_n), val * np.exp(1.96 * sd_n)  # log-normal interval
         rows.append(
             {
                 "parameter": n,
@@ -284,7 +304,7 @@ def identify_hydraulic(
         payload=None
         if stage1.payload_mass is None
         else {
-            "mass": max(res.values.get("body.payload.mass", stage1.payload_mass), 0.0),
+            "mass": max(values.get("body.payload.mass", stage1.payload_mass), 0.0),
             "com": list(stage1.payload_com),
             "std": stage1.payload_mass_std,
         },  # fmt: skip
@@ -318,7 +338,13 @@ def identify_hydraulic(
         "route": "output error",
         "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
         f"trust-region least squares), {segment_time:g} s segments, each from the state "
-        "fitted to the samples just after its start, each signal weighted by its noise level",
+        "fitted to the samples just after its start, each signal weighted by its noise level"
+        + (
+            f"; refitted on {long_report['segments']} segments of "
+            f"{long_report['segment_time_s']:.3g} s (long_refit)"
+            if long_report["choice"] == "yes"
+            else ""
+        ),
         "method_key": "output_error",
         "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),
@@ -329,9 +355,10 @@ def identify_hydraulic(
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
         "conditions": conditions,
-        "payload": _payload_summary(stage1, res),
+        "payload": _payload_summary(stage1, values, stds),
         "mechanics": {**mechanics_summary, "stage2": choices["mechanics"]},
         "leakage": choices["leakage"],
+        "long_refit": long_report,
         "fit_rmse": pred["rmse"],
         "fit_rmse_nominal": nominal["rmse"],
         "validation": "free-run replay of the logged commands from the measured initial state",
@@ -364,6 +391,15 @@ def refined_selectors(plant: HydraulicPlant, stage1: mech.MechanicsEstimate) -> 
     cylinder_bodies = {f"{a}_{k}" for a in plant.actuator_names for k in ("tube", "rod")}
     out = [b for b in stage1.fitted_bodies if b not in cylinder_bodies]
     return tuple(f"body.{b}.mass" for b in out)
+
+
+def with_held(plant: HydraulicPlant, held: dict, log: Log) -> HydraulicPlant:
+    """``plant`` with the parameters that the long refit held at the short fit's values
+    (`long_refit.refit_long`'s ``{name: (value, std)}``), but a payload that ``log``'s sidecar
+    names: the identified plant's base for replaying ``log``."""
+    named = "payload_kg" in log.meta.get("conditions", {})
+    keep = {n: v for n, (v, _) in held.items() if not (named and n == "body.payload.mass")}
+    return apply_hydraulics(plant, {"hydraulics": keep})
 
 
 def _nominal_for(machine: Machine, log: Log) -> HydraulicPlant:
@@ -430,19 +466,19 @@ def _mechanics_report(out: Path, e: mech.MechanicsEstimate) -> dict:
     return out_
 
 
-def _payload_summary(e: mech.MechanicsEstimate, res: oe.OutputErrorResult) -> dict | None:
+def _payload_summary(e: mech.MechanicsEstimate, values: dict, stds: dict) -> dict | None:
     """The identified payload for ``summary.json``: mass with std and 95 % interval (stage 1's,
     or stage 2's where the mechanics were refined), the centre where the log determines it,
     and what it does not."""
     if e.payload_mass is None:
         return None
     m, s = e.payload_mass, e.payload_mass_std
-    refined = "body.payload.mass" in res.values
+    refined = "body.payload.mass" in values
     extra = {}
     if refined:
         # output error's std is conditional on the booms' centres and inertias, which stage 2
         # holds at stage 1's values: the payload is no better known than stage 1 knew them
-        m, s_cond = res.values["body.payload.mass"], res.std["body.payload.mass"]
+        m, s_cond = values["body.payload.mass"], stds["body.payload.mass"]
         s = max(s, s_cond)
         extra = {"mass_std_conditional_kg": s_cond}
     return {

@@ -671,11 +671,10 @@ def fit(
     check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
     for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
         check_number(x, f"fit: {name}", above=0)
-    th0 = (
-        initial_theta(plant, spec)
-        if theta0 is None
-        else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
-    )
+    # the plant's own theta, also when a start is given: it refuses a leaf at 0 without a
+    # reference (which log-space theta would silently hold at 0)
+    nominal = initial_theta(plant, spec)
+    th0 = nominal if theta0 is None else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
     if th0.shape != (len(spec),):
         raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
     # a hydraulic identify runs several fits, each compiling its residual and Jacobian

@@ -612,6 +612,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             leakage=args.leakage,
             mechanics=args.mechanics,
             segment_time=args.segment_time,
+            long_refit=args.long_refit,
             show_progress=not args.quiet,
             **options,
         )
@@ -1003,6 +1004,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="hydraulic route: the output error's multiple-shooting segments, s (default 0.5; "
         "longer segments weigh the slow drift of positions more, which a free-run replay "
         "integrates, and need a longer log)",
+    )
+    p.add_argument(
+        "--long-refit",
+        choices=["auto", "no", "yes"],
+        default="auto",
+        help="hydraulic route: refit on segments of about 10 s, which see the slow drift a "
+        "free-run replay integrates, with the viscous coefficients and masses (yes), keep the "
+        "short segments' fit (no), or (default: auto) whichever predicts held-out long "
+        "segments better",
     )
     p.add_argument(
         "--mechanics",

@@ -124,6 +124,10 @@ ROWS = {
         [KR300, "--model", "kr300", "--resample", "sometimes"],
         r"--resample: invalid choice: 'sometimes' \(choose from '?auto'?, '?off'?\)",
     ),
+    ("identify", "--long-refit"): (
+        [KR300, "--model", "kr300", "--long-refit", "no"],
+        r"--long-refit: only for a hydraulic machine's output error",
+    ),
     ("identify", "--mechanics"): (
         [KR300, "--model", "kr300", "--mechanics", "fixed"],
         r"--mechanics: only for a hydraulic machine's output error",

@@ -156,6 +156,15 @@ def _free_compiled_code():
     jax.clear_caches()
 
 
+def _tolerance(name: str) -> float:
+    """Issue 27 point 4: valve coefficients within 1 %, bulk moduli within 5 %, Coulomb
+    friction within 10 %; the viscous coefficients (which the long refit fits, not in the
+    issue's list) within 25 %: stage 1 had them up to 19 % off."""
+    if name.endswith(".sigma"):
+        return 0.25
+    return {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
+
+
 @pytest.mark.usefixtures("_free_compiled_code")
 def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     """Issue 27's user case, with the defaults: the crane carrying 60 kg that its 40 s log
@@ -184,8 +193,11 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     for name, value in est.items():
         if name.startswith("body.") or name.endswith(".c_int"):  # below
             continue
-        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
-        assert value == pytest.approx(truth[name], rel=tol), name
+        assert value == pytest.approx(truth[name], rel=_tolerance(name)), name
+    # the refit on four 10 s segments: kept where the held-out one prefers it
+    long = summary["long_refit"]
+    assert long["choice"] == min(long["held_out_cost"], key=long["held_out_cost"].get)
+    assert (long["segments"], long["segment_time_s"]) == (4, 10.0)
     # the crane's true plant leaks internally (2e-14 m^3/(s Pa)): held-out segments choose to
     # fit the leakage (cost 2831 against 2854 without). The tilt's comes out within 10 % (6 %
     # measured); the lift's, which its motion hardly reveals, is flagged poorly identified
@@ -262,11 +274,13 @@ KNUCKLE = DATA / "machines" / "knuckle_telescope"
 def test_a_users_machine_file_identified_and_replayed(tmp_path):
     """A machine that is not built in (the knuckle-telescope example: 3-D, a prismatic joint,
     three cylinders, a log in its own column names and bar) goes through `jaxmb identify` from
-    its files, the payload left out of the fit log's sidecar. The payload (stage 1), valve
-    coefficients, bulk moduli and Coulomb friction come out near the truth. The free-run
-    replay of a held-out log by the identified plant gives each pressure within 1.5x of the
-    true plant's own replay of the same noisy log; positions, which integrate every remaining
-    flow error over the replay, drift a tenth of the nominal's."""
+    its files, the payload left out of the 40 s fit log's sidecar. The payload (stage 1),
+    valve coefficients, bulk moduli, friction and the booms' masses (the long refit) come out
+    near the truth. Issue 27 point 4 on the second machine: the free-run replay of the whole
+    20 s validation log by the identified plant gives every signal within 1.5x of the true
+    plant's own replay of the same noisy log. The structure is given as the defaults choose it
+    on these logs (README: mechanics fixed, no leakage, the long refit kept), which saves the
+    held-out fits' time; the crane's test runs the choices."""
     import jax.numpy as jnp
 
     from jaxmb.identification import output_error as oe
@@ -276,7 +290,7 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
 
     machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     val = tmp_path / "val.parquet"
-    write_log(val, read_log(KNUCKLE / "knuckle_telescope_validation.parquet").window(1.0, 5.0))
+    write_log(val, read_log(KNUCKLE / "knuckle_telescope_validation.parquet"))
     # the fit log does not say what the tool carries (100 kg): stage 1 finds it
     fit_log = _without_payload(KNUCKLE / "knuckle_telescope_excitation.parquet",
                                tmp_path / "fit.parquet")  # fmt: skip
@@ -286,8 +300,6 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         str(fit_log),
         "--model",
         str(machine.path),
-        "--window",
-        "2,8",
         "--validate",
         str(val),
         "--out",
@@ -296,6 +308,8 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         "fixed",
         "--leakage",
         "none",
+        "--long-refit",
+        "yes",
         "--quiet",
     ]  # fmt: skip  (auto: the crane test)
     assert cli.main(argv) == 0
@@ -305,10 +319,13 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     assert summary["payload"]["not_determined"] == ["com_y"]  # along the parallel joint axes
     truth = json.loads((KNUCKLE / "knuckle_telescope_truth.json").read_text())["parameters"]
     for name, value in summary["parameters"].items():
-        if name.startswith("body."):  # the mechanics refined jointly, if cross-validation chose
+        if name.startswith("body."):  # the booms' masses: the file's are the truth
+            b = machine.plant.model.bodies[machine.plant.model.body_names.index(name[5:-5])]
+            assert value == pytest.approx(float(b.mass), rel=0.02), name
             continue
-        tol = {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
-        assert value == pytest.approx(truth[name], rel=tol), name
+        assert value == pytest.approx(truth[name], rel=_tolerance(name)), name
+    assert summary["long_refit"]["choice"] == "yes"
+    assert {"body.boom1.mass", "friction.extend.sigma"} <= set(summary["parameters"])
     # the true plant's free run of the same validation log: the floor the noise sets
     true_plant = apply_hydraulics(machine.plant, {"hydraulics": {
         k: v for k, v in truth.items() if k in summary["parameters"]}})  # fmt: skip
@@ -316,11 +333,10 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         "rmse"
     ]
     ours, nominal = summary["validation_rmse"]["val"], summary["validation_rmse_nominal"]["val"]
+    print("\nfree run / true plant's: " + ", ".join(f"{c} {ours[c] / floor[c]:.2f}" for c in ours))
     for c, r in ours.items():
-        if c.startswith("p_"):  # pressures: at the noise floor (0.3 bar), within 1.5x
-            assert r <= 1.5 * floor[c], (c, r, floor[c])
-        else:  # positions integrate every flow error: a tenth of the nominal model's drift
-            assert r < 0.1 * nominal[c], (c, r, nominal[c])
+        assert r <= 1.5 * floor[c], (c, r, floor[c])
+        assert r < 0.1 * nominal[c], (c, r, nominal[c])
     assert all(f > 95 for f in summary["validation_fit_percent"]["val"].values())
     # what each replay should show (`drift`): a pressure's at its noise, as measured
     expected = summary["validation_rmse_expected"]["val"]

@@ -167,7 +167,7 @@ def test_pilot_fits_take_every_other_segment_that_counts(nominal, excitation):
     assert pilot_segments(short) is short
 
 
-def test_bad_selectors(nominal):
+def test_bad_selectors(nominal, segments):
     with pytest.raises(ValueError, match="must read '<part>.<name>.<field>'"):
         HydraulicParameters(["valve.lift"])
     with pytest.raises(ValueError, match="no actuator 'boom'"):
@@ -176,6 +176,8 @@ def test_bad_selectors(nominal):
         initial_theta(nominal, HydraulicParameters(["valve.lift.c_xx"]))
     with pytest.raises(ValueError, match="nominal value is 0.0"):
         initial_theta(nominal, HydraulicParameters(["cylinder.lift.c_int"]))
+    with pytest.raises(ValueError, match="nominal value is 0.0"):  # a start given: the same
+        fit(nominal, HydraulicParameters(["cylinder.lift.c_int"]), segments, theta0=[0.0])
     with pytest.raises(ValueError, match=r"lacks column\(s\) \['p_b_tilt'\]"):
         make_segments(nominal, {"t": np.arange(3.0), "q1": np.zeros(3)} | {
             k: np.zeros(3) for k in ("q2", "p_a_lift", "p_b_lift", "p_a_tilt", "u_lift", "u_tilt")
