@@ -95,6 +95,7 @@ def long_selectors(
 
 
 def _held(name: str) -> bool:
+    """Whether the long refit holds ``name`` at the short fit's value (module docstring)."""
     return name.endswith(".c_int") or name == "body.payload.mass"
 
 
@@ -117,7 +118,7 @@ def refit_long(
     segments prefer it (module docstring), "yes" always, "no" never.
 
     Returns the estimate kept, its parameters, the plant its ``theta`` is relative to
-    (``plant`` with the held leakages set), the held parameters ``{name: (value, std)}`` (the
+    (``plant`` with the held leakages and payload set), the held parameters ``{name: (value, std)}`` (the
     short fit's; empty when the refit is not kept) and the report of the choice."""
     if choice not in CHOICES:
         raise ValueError(f"--long-refit: expected one of {CHOICES}, got {choice!r}")
@@ -125,7 +126,7 @@ def refit_long(
         return res, spec, plant, {}, {"choice": "no", "how": "--long-refit no"}
     names = long_selectors(plant, spec, refine)
     held = {n: (res.values[n], res.std[n]) for n in spec.names if n not in names}
-    # the held leakages at the short fit's values; every other parameter's reference stays
+    # the held leakages and payload at the short fit's values; every other reference stays
     # the plant's, so the short estimate is the refit's start as it is (`model_choice._extend`)
     if held:
         getters = [oe.parameter_getter(plant, n) for n in held]
