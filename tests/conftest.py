@@ -55,8 +55,9 @@ def _free_compiled_code_when_crowded():
 # otherwise orders modules by their number of tests), so the two workers end on short modules
 # instead of one waiting minutes for the other's last heavy module.
 _LONGEST_FIRST = (
-    "test_machine_vdc.py",
+    "test_identify_knuckle.py",
     "test_identify_main.py",
+    "test_machine_vdc.py",
     "test_urdf_robots.py",
     "test_crane_tuning.py",
     "test_montecarlo.py",

@@ -245,3 +245,23 @@ def file_armature(xml: str, coordinates) -> np.ndarray:
         assert float(act.find("mechanicalReduction").text) == G
         out.append(G**2 * J)
     return np.array(out)
+
+
+def without_payload(src, dst, window=None):
+    """A copy of a log whose sidecar does not say what the tool carries."""
+    from jaxmb.identification.logs import Log, read_log, write_log
+
+    log = read_log(src)
+    log = log if window is None else log.window(*window)
+    cond = {k: v for k, v in log.meta.get("conditions", {}).items() if k != "payload_kg"}
+    write_log(dst, Log(log.t, log.signals, {**log.meta, "conditions": cond}))
+    return dst
+
+
+def hydraulic_tolerance(name: str) -> float:
+    """Issue 27 point 4: valve coefficients within 1 %, bulk moduli within 5 %, Coulomb
+    friction within 10 %; the viscous coefficients (which the long refit fits, not in the
+    issue's list) within 25 %: stage 1 had them up to 19 % off."""
+    if name.endswith(".sigma"):
+        return 0.25
+    return {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]

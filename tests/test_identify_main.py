@@ -5,10 +5,10 @@ route against its true parameters; then `jaxmb simulate --params` loads what cam
 import json
 from pathlib import Path
 
-import jax
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import hydraulic_tolerance
 
 from jaxmb import cli
 
@@ -136,36 +136,6 @@ def test_kr300_identified_urdf(kr300_run):
     assert "counterbalance (known)" in text
 
 
-def _without_payload(src, dst, window=None):
-    """A copy of a log whose sidecar does not say what the tool carries."""
-    from jaxmb.identification.logs import Log, read_log, write_log
-
-    log = read_log(src)
-    log = log if window is None else log.window(*window)
-    cond = {k: v for k, v in log.meta.get("conditions", {}).items() if k != "payload_kg"}
-    write_log(dst, Log(log.t, log.signals, {**log.meta, "conditions": cond}))
-    return dst
-
-
-@pytest.fixture
-def _free_compiled_code():
-    """A whole hydraulic `jaxmb identify` compiles hundreds of programs; the crane's and the
-    knuckle's in one process reached the kernel's per-process mapping limit (tests/conftest.py),
-    so each drops its compiled code when it ends."""
-    yield
-    jax.clear_caches()
-
-
-def _tolerance(name: str) -> float:
-    """Issue 27 point 4: valve coefficients within 1 %, bulk moduli within 5 %, Coulomb
-    friction within 10 %; the viscous coefficients (which the long refit fits, not in the
-    issue's list) within 25 %: stage 1 had them up to 19 % off."""
-    if name.endswith(".sigma"):
-        return 0.25
-    return {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
-
-
-@pytest.mark.usefixtures("_free_compiled_code")
 def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     """Issue 27's user case, with the defaults: the crane carrying 60 kg that its 40 s log
     does not mention. Stage 1 finds the payload with the booms from the pressure forces; stage
@@ -193,7 +163,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     for name, value in est.items():
         if name.startswith("body.") or name.endswith(".c_int"):  # below
             continue
-        assert value == pytest.approx(truth[name], rel=_tolerance(name)), name
+        assert value == pytest.approx(truth[name], rel=hydraulic_tolerance(name)), name
     # the refit on four 10 s segments: kept where the held-out one prefers it
     long = summary["long_refit"]
     assert long["choice"] == min(long["held_out_cost"], key=long["held_out_cost"].get)
@@ -265,111 +235,3 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     assert (sim / "summary.json").is_file()
     with pytest.raises(SystemExit, match="model 'crane', not 'arm'"):
         cli.main(["simulate", "--params", str(out / "params.json"), "--out", str(tmp_path / "a")])
-
-
-KNUCKLE = DATA / "machines" / "knuckle_telescope"
-
-
-@pytest.mark.usefixtures("_free_compiled_code")
-def test_a_users_machine_file_identified_and_replayed(tmp_path):
-    """A machine that is not built in (the knuckle-telescope example: 3-D, a prismatic joint,
-    three cylinders, a log in its own column names and bar) goes through `jaxmb identify` from
-    its files, the payload left out of the 40 s fit log's sidecar. The payload (stage 1),
-    valve coefficients, bulk moduli, friction and the booms' masses (the long refit) come out
-    near the truth. Issue 27 point 4 on the second machine: the free-run replay of the whole
-    20 s validation log by the identified plant gives every signal within 1.5x of the true
-    plant's own replay of the same noisy log. The structure is given as the defaults choose it
-    on these logs (README: mechanics fixed, no leakage, the long refit kept), which saves the
-    held-out fits' time; the crane's test runs the choices."""
-    import jax.numpy as jnp
-
-    from jaxmb.identification import output_error as oe
-    from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
-    from jaxmb.identification.logs import read_log, write_log
-    from jaxmb.models.machine import load_machine
-
-    machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
-    val = tmp_path / "val.parquet"
-    write_log(val, read_log(KNUCKLE / "knuckle_telescope_validation.parquet"))
-    # the fit log does not say what the tool carries (100 kg): stage 1 finds it
-    fit_log = _without_payload(KNUCKLE / "knuckle_telescope_excitation.parquet",
-                               tmp_path / "fit.parquet")  # fmt: skip
-    out = tmp_path / "id"
-    argv = [
-        "identify",
-        str(fit_log),
-        "--model",
-        str(machine.path),
-        "--validate",
-        str(val),
-        "--out",
-        str(out),
-        "--mechanics",
-        "fixed",
-        "--leakage",
-        "none",
-        "--long-refit",
-        "yes",
-        "--quiet",
-    ]  # fmt: skip  (auto: the crane test)
-    assert cli.main(argv) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["model"] == "knuckle_telescope"
-    assert summary["payload"]["mass_kg"] == pytest.approx(100.0, rel=0.03)
-    assert summary["payload"]["not_determined"] == ["com_y"]  # along the parallel joint axes
-    truth = json.loads((KNUCKLE / "knuckle_telescope_truth.json").read_text())["parameters"]
-    for name, value in summary["parameters"].items():
-        if name.startswith("body."):  # the booms' masses: the file's are the truth
-            b = machine.plant.model.bodies[machine.plant.model.body_names.index(name[5:-5])]
-            assert value == pytest.approx(float(b.mass), rel=0.02), name
-            continue
-        assert value == pytest.approx(truth[name], rel=_tolerance(name)), name
-    assert summary["long_refit"]["choice"] == "yes"
-    assert {"body.boom1.mass", "friction.extend.sigma"} <= set(summary["parameters"])
-    # the true plant's free run of the same validation log: the floor the noise sets
-    true_plant = apply_hydraulics(machine.plant, {"hydraulics": {
-        k: v for k, v in truth.items() if k in summary["parameters"]}})  # fmt: skip
-    floor = oe.predict(true_plant, log_columns(machine.read_log(val)), mode="free", stride=1)[
-        "rmse"
-    ]
-    ours, nominal = summary["validation_rmse"]["val"], summary["validation_rmse_nominal"]["val"]
-    print("\nfree run / true plant's: " + ", ".join(f"{c} {ours[c] / floor[c]:.2f}" for c in ours))
-    for c, r in ours.items():
-        assert r <= 1.5 * floor[c], (c, r, floor[c])
-        assert r < 0.1 * nominal[c], (c, r, nominal[c])
-    assert all(f > 95 for f in summary["validation_fit_percent"]["val"].values())
-    # what each replay should show (`drift`): a pressure's at its noise, as measured
-    expected = summary["validation_rmse_expected"]["val"]
-    for c, r in ours.items():
-        assert 0 < summary["validation_drift_std"]["val"][c] < expected[c], c
-        if c.startswith("p_"):
-            assert r == pytest.approx(expected[c], rel=0.15), (c, r, expected[c])
-    table = (out / "validation.csv").read_text().splitlines()
-    assert table[0].startswith("log,signal,unit,rmse,rmse_nominal,rmse_expected")
-    assert ",p_a_lift,bar," in table[4]
-    assert jnp.isfinite(floor["lift"])
-    # the parameter file drives `jaxmb simulate`'s replay of the same log: the same free run
-    sim = tmp_path / "replay"
-    argv = ["simulate", "--machine", str(machine.path), "--commands", str(val), "--params",
-            str(out / "params.json"), "--out", str(sim), "--quiet"]  # fmt: skip
-    assert cli.main(argv) == 0
-    replayed = json.loads((sim / "summary.json").read_text())
-    for c, r in ours.items():
-        assert replayed["rmse"][c] == pytest.approx(r, rel=1e-9), c
-    assert (sim / "replay.png").is_file() and (sim / "replay.csv").is_file()
-    # and unchanged into a Monte Carlo study or a tuning: plant and VDC model take its values
-    from jaxmb.control import study_config
-    from jaxmb.control.sampling import leaf_getter
-
-    cfg = tmp_path / "study.toml"
-    cfg.write_text(f'[study]\nscenario = "machine"\nmachine = "{machine.path}"\n'
-                   f'params = "{out / "params.json"}"\n')  # fmt: skip
-    study, controller, *_, desc = study_config.build_study(study_config.load_config(cfg))
-    for name, value in summary["parameters"].items():
-        for plant in (study.plant, controller.plant):
-            assert float(leaf_getter(plant, name)(plant)) == pytest.approx(value, rel=1e-12)
-    j = study.plant.model.body_names.index("payload")
-    assert float(study.plant.model.bodies[j].mass) == pytest.approx(
-        summary["payload"]["mass_kg"], rel=1e-12
-    )
-    assert len(desc["study"]["params_sha256"]) == 64
