@@ -536,11 +536,6 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
             raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
     try:
         spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
-        getters = [oe.parameter_getter(plant, k) for k in spec.names]  # and the plant's leaves
+        return oe.with_values(plant, {k: values[k] for k in spec.names})  # the plant's leaves
     except ValueError as err:
         raise ValueError(f"--params: hydraulics: {err}") from None
-    return eqx.tree_at(
-        lambda p: [g(p) for g in getters],
-        plant,
-        [jnp.asarray(float(values[k])) for k in spec.names],
-    )

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -43,7 +42,7 @@ from jaxmb.hydraulics import StribeckFriction
 from jaxmb.plant import HydraulicPlant
 
 from . import output_error as oe
-from .model_choice import HELD_OUT, _extend, _masked, _spec
+from .model_choice import HELD_OUT, extended_theta, masked, spec_for
 from .start_states import estimate_start_states, head_segments
 
 __all__ = ["CHOICES", "LONG_TIME", "long_segments", "refit_long"]
@@ -127,17 +126,10 @@ def refit_long(
     names = long_selectors(plant, spec, refine)
     held = {n: (res.values[n], res.std[n]) for n in spec.names if n not in names}
     # the held leakages and payload at the short fit's values; every other reference stays
-    # the plant's, so the short estimate is the refit's start as it is (`model_choice._extend`)
-    if held:
-        getters = [oe.parameter_getter(plant, n) for n in held]
-        base = oe.strong_types(eqx.tree_at(
-            lambda p: [g(p) for g in getters], plant,
-            [jnp.asarray(float(v)) for v, _ in held.values()],
-        ))  # fmt: skip
-    else:
-        base = oe.strong_types(plant)
-    long_spec = _spec(names)
-    theta0 = _extend(res, long_spec)
+    # the plant's, so the short estimate is the refit's start as it is (`model_choice.extended_theta`)
+    base = oe.strong_types(oe.with_values(plant, {n: v for n, (v, _) in held.items()}))
+    long_spec = spec_for(names)
+    theta0 = extended_theta(res, long_spec)
     short = oe.plant_with(jnp.asarray(theta0), base, long_spec)
     seg = long_segments(base, log, scales, t_start=t_start, t_end=t_end)
     heads = head_segments(base, log, seg)
@@ -154,8 +146,8 @@ def refit_long(
         return out, long_spec, base, held, {"choice": "yes", "how": "--long-refit yes", **about}
     k = np.arange(seg.ts.shape[0])
     test_mask = k % HELD_OUT == HELD_OUT - 1
-    train = oe.fit(base, long_spec, _masked(seg, ~test_mask), theta0=theta0, **kw)
-    test = _masked(seg, test_mask)
+    train = oe.fit(base, long_spec, masked(seg, ~test_mask), theta0=theta0, **kw)
+    test = masked(seg, test_mask)
 
     def held_out(theta) -> float:
         # the fit's own compiled program (same parameters and shapes), its Jacobian unused

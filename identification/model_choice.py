@@ -31,25 +31,36 @@ from jaxmb.plant import HydraulicPlant
 from . import output_error as oe
 from .start_states import estimate_start_states
 
-__all__ = ["CHOICES", "HELD_OUT", "LEAKAGE_REFERENCE", "check_choices", "choose_and_fit"]
+__all__ = [
+    "CHOICES",
+    "HELD_OUT",
+    "LEAKAGE_REFERENCE",
+    "check_choices",
+    "choose_and_fit",
+    "extended_theta",
+    "masked",
+    "spec_for",
+]
 
 CHOICES = {"mechanics": ("auto", "fixed", "refined"), "leakage": ("auto", "none", "fitted")}
 HELD_OUT = 4  # every 4th segment is held out when choosing a structure
 LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
 
 
-def _masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
+def masked(seg: oe.Segments, keep: np.ndarray) -> oe.Segments:
     """``seg`` with only the segments ``keep`` in its residual (same shapes: same compile)."""
     w = np.asarray(seg.weights) * keep[:, None]
     return eqx.tree_at(lambda s: s.weights, seg, jnp.asarray(w))
 
 
-def _spec(names: Sequence[str]) -> oe.HydraulicParameters:
+def spec_for(names: Sequence[str]) -> oe.HydraulicParameters:
+    """The parameters ``names``, each leakage relative to `LEAKAGE_REFERENCE` (its plant value
+    may be 0: no leakage)."""
     ref = {n: LEAKAGE_REFERENCE for n in names if n.endswith(".c_int")}
     return oe.HydraulicParameters(tuple(names), reference=ref)
 
 
-def _extend(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> np.ndarray:
+def extended_theta(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> np.ndarray:
     """``res``'s estimate as a start for ``spec`` (a superset): new parameters at their
     references (theta 0)."""
     th = dict(zip(res.names, np.asarray(res.theta).tolist(), strict=True))
@@ -87,7 +98,7 @@ def choose_and_fit(
     leak_opts, mech_opts = (leak_opts if leaks else (False,)), (mech_opts if refine else (False,))
 
     def spec_of(leaky: bool, refined: bool) -> oe.HydraulicParameters:
-        return _spec(
+        return spec_for(
             tuple(base) + (tuple(leaks) if leaky else ()) + (tuple(refine) if refined else ())
         )
 
@@ -116,10 +127,10 @@ def choose_and_fit(
         )
     leaky, refined = leak_opts[0], mech_opts[0]
     spec = spec_of(leaky, refined)
-    best, train = oe.fit_noise_weighted(plant, spec, _masked(seg, ~held), heads=heads, **kw)
+    best, train = oe.fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
     # the pilots' scales and start states for every segment, the held-out ones included
     seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
-    test = _masked(seg, held)
+    test = masked(seg, held)
 
     def held_out(r, s) -> float:
         # the fit's own compiled program (same spec and shapes), its Jacobian unused: one
@@ -140,7 +151,7 @@ def choose_and_fit(
             continue
         alt = (True, refined) if key == "leakage" else (leaky, True)
         s_alt = spec_of(*alt)
-        r_alt = oe.fit(plant, s_alt, train, theta0=_extend(best, s_alt), **kw)
+        r_alt = oe.fit(plant, s_alt, train, theta0=extended_theta(best, s_alt), **kw)
         cost = {
             label(leaky, refined)[key]: held_out(best, spec),
             label(*alt)[key]: held_out(r_alt, s_alt),

@@ -80,6 +80,7 @@ __all__ = [
     "make_segments",
     "plant_with",
     "parameter_values",
+    "with_values",
     "initial_theta",
     "simulate_segments",
     "simulate_one",
@@ -205,6 +206,16 @@ def parameter_getter(plant: HydraulicPlant, name: str):
         kind = type(owner).__name__
         raise ValueError(f"parameter {name!r}: {kind} of actuator {who!r} has no leaf {field!r}")
     return lambda p: getattr(getattr(p.actuators[i], part), field)
+
+
+def with_values(plant: HydraulicPlant, values: Mapping[str, float]) -> HydraulicPlant:
+    """``plant`` with each selector of ``values`` (a leaf: a valve's, cylinder's or friction
+    law's parameter, a body's mass) set to its value, strongly typed (`strong_types`)."""
+    getters = [parameter_getter(plant, n) for n in values]
+    return eqx.tree_at(
+        lambda p: [g(p) for g in getters], plant,
+        [jnp.asarray(float(v), dtype=float) for v in values.values()],
+    )  # fmt: skip
 
 
 def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array, Array]:

@@ -13,7 +13,7 @@ import pytest
 from jaxmb.identification.hydraulic_route import log_columns, with_held
 from jaxmb.identification.logs import Log, read_log
 from jaxmb.identification.long_refit import LONG_TIME, STRIDE, long_segments, long_selectors
-from jaxmb.identification.model_choice import HELD_OUT, _spec
+from jaxmb.identification.model_choice import HELD_OUT, spec_for
 from jaxmb.identification.output_error import (
     HydraulicParameters,
     make_segments,
@@ -90,7 +90,7 @@ def test_jacobian_through_a_long_segment_matches_central_differences(crane):
     seg = make_segments(plant, cols, segment_time=10.0, t_start=20.0, t_end=30.0)
     assert seg.ts.shape[0] == 1
     names = ("valve.lift.c_bn", "friction.tilt.sigma", "body.L.mass", "body.payload.mass")
-    spec = _spec(names)
+    spec = spec_for(names)
     theta = jnp.asarray(np.random.default_rng(0).uniform(-0.01, 0.01, len(spec)))
     r, J = (np.asarray(x) for x in residuals_and_jacobian(theta, plant, spec, seg))
     assert np.all(np.isfinite(J)) and np.linalg.norm(r) > 0
