@@ -31,7 +31,7 @@ how to start afresh, so that rows of two configurations never mix. A chunk that 
 lacks its hashes or whose columns no longer match its own hash is corrupted: it is removed and
 its samples are recomputed, with a line on stderr that names it.
 
-Launching on several devices or machines: see the README (Monte Carlo).
+Launching on several devices or machines: see docs/robustness.md.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ sum_k g_k^2`` with ``g`` the impulse response of the same pipeline (`estimate_de
 on an impulse): exact for white noise; noise that is coloured below the upper half of the band
 is read at its level there.
 
-Measured on the KUKA KR300 recordings (README): the logged velocities' noise after the 2 Hz
-filter is 3.7-5.5e-5 rad/s, so the width is 1.6e-4 rad/s; with the former fixed 1e-2 rad/s the
-identified model predicted B and C's standstill ends hundreds of N m off.
+Measured on the KUKA KR300 recordings (docs/identification.md): the logged velocities' noise
+after the 2 Hz filter is 3.7-5.5e-5 rad/s, so the width is 1.6e-4 rad/s; with the former fixed
+1e-2 rad/s the identified model predicted B and C's standstill ends hundreds of N m off.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ prefers the highest candidate, 15 Hz, while the held-out trajectories B and C ar
 best at 2 Hz (summed joint-torque RMSE over all samples 1506/1599 N m at 2 Hz, 1653/1836 at
 15 Hz). The torques above the motion's band follow trajectory A itself and do not carry over to
 other motions; the cutoff that generalises is the one that keeps only the motion's band. On A
-``f_motion`` is 0.5 Hz and the rule picks 2 Hz. (Measured, README.)
+``f_motion`` is 0.5 Hz and the rule picks 2 Hz. (Measured, docs/identification.md.)
 """
 
 from __future__ import annotations

@@ -422,8 +422,8 @@ _DEFAULT_WHY = {
     "stride": "every filtered sample",
     "terms": "armature, viscous, Coulomb, offset: Stribeck terms measured no gain on the KR300, "
     "and blocked cross-validation inside a log chose terms and prior weights that predicted "
-    "other logs worse (README)",
-    "prior_weight": "a light pull toward the model's own inertias (README)",
+    "other logs worse (docs/identification.md)",
+    "prior_weight": "a light pull toward the model's own inertias (docs/identification.md)",
 }
 
 

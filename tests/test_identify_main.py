@@ -83,8 +83,8 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
             assert ours[f"tau_q{i}"] < 0.7 * theirs[f"tau_q{i}"], (k, i)
         assert ours["tau_q6"] < 0.97 * theirs["tau_q6"], k
         worse += [(k, j) for j in ours if ours[j] > theirs[j]]
-    # known limitation (README): joint 2 extrapolates the counterbalance + gravity beyond A's
-    # range of q2; every other joint must be better on both logs
+    # known limitation (docs/identification.md): joint 2 extrapolates the counterbalance and
+    # gravity beyond A's range of q2; every other joint must be better on both logs
     assert {j for _, j in worse} <= {"tau_q2"}, worse
     for png in ("fit_kr300_traj_A.png", "validation_kr300_traj_C.png"):
         assert (out / png).is_file()
@@ -197,7 +197,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     # within 1.5x of the true plant's replay of the same noisy log (0.3 bar pressure noise, an
     # encoder count of 4.8e-5 rad; measured 0.94x and 1.29x for the angles, 1.01-1.09x for the
     # pressures; on 10 s of log the angles came out 1.7x and 2.6x: they integrate every flow
-    # error, and a valve's flow goes with the root of the load it holds, README)
+    # error, and a valve's flow goes with the root of the load it holds, docs/hydraulic-machines.md)
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
     from jaxmb.models.machine import load_machine
