@@ -36,9 +36,9 @@ from jaxtyping import Array, Float
 
 from jaxmb.flexible import FlexibleJointPlant
 from jaxmb.reduced import (
-    _generalized,
     complete_jet,
     drive_torque,
+    generalized_force_along_jet,
     reduced_terms,
     selection,
     task_jacobian,
@@ -75,7 +75,9 @@ def estimated_jet(plant: FlexibleJointPlant, y: dict) -> list[Array]:
     M_star, Q_star = reduced_terms(system, act, eta, etad_a)
     a2 = -jnp.linalg.solve(M_star, Q_star + K * (eta[ia] - phi))  # eq. (20)
     jet = complete_jet(system, act, eta, [etad_a, a2, jnp.zeros_like(a2)])
-    Gd = time_derivative(_generalized(system, act, jet), 1)  # M* eta''' = 0 part of G'
+    Gd = time_derivative(
+        generalized_force_along_jet(system, act, jet), 1
+    )  # M* eta''' = 0 part of G'
     a3 = -jnp.linalg.solve(M_star, Gd + K * (etad_a - phid))  # eq. (21)
     return complete_jet(system, act, eta, [etad_a, a2, a3])
 

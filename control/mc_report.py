@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["summarise", "write_mc_report"]
+__all__ = ["summarise", "write_mc_report", "figure_column"]
 
 PERCENTILES = (5, 50, 95, 99)
 
 
-def _column(table: pa.Table, name: str) -> np.ndarray:
+def figure_column(table: pa.Table, name: str) -> np.ndarray:
     """A figure as float with NaN for nulls (failed samples)."""
     return np.asarray(table[name].to_numpy(zero_copy_only=False), dtype=float)
 
@@ -34,7 +34,7 @@ def summarise(table: pa.Table, parameter_names, coordinate_names, nominal_values
         "figures": {},
     }
     for f in figures:
-        v = _column(table, f)[ok]
+        v = figure_column(table, f)[ok]
         if v.size == 0:
             continue
         out["figures"][f] = {
@@ -43,21 +43,21 @@ def summarise(table: pa.Table, parameter_names, coordinate_names, nominal_values
             **{f"p{p}": float(np.percentile(v, p)) for p in PERCENTILES},
         }
     if "bound_held" in table.column_names:
-        held = _column(table, "bound_held")[ok] > 0.5
+        held = figure_column(table, "bound_held")[ok] > 0.5
         out["fraction_within_bound"] = float(held.mean()) if held.size else None
         out["fraction_kappa_exceeds_dbar"] = {
-            c: float((_column(table, f"kappa_exceeds_dbar_{c}")[ok] > 0.5).mean())
+            c: float((figure_column(table, f"kappa_exceeds_dbar_{c}")[ok] > 0.5).mean())
             for c in coordinate_names
         }
     # worst cases: the largest max error after the transient, each coordinate relative to its
     # median over the study (so rad and m weigh alike)
-    errs = np.stack([_column(table, f"max_error_{c}") for c in coordinate_names], axis=1)
+    errs = np.stack([figure_column(table, f"max_error_{c}") for c in coordinate_names], axis=1)
     med = np.median(errs[ok], axis=0) if ok.any() else np.ones(len(coordinate_names))
     rel = errs / np.where(med > 0, med, 1.0)
     score = np.max(np.where(np.isnan(rel), -np.inf, rel), axis=1)
     score[failed] = np.inf  # a failed sample is the worst case there is
     order = np.argsort(-score, kind="stable")[:10]
-    values = np.stack([_column(table, n) for n in parameter_names], axis=1)
+    values = np.stack([figure_column(table, n) for n in parameter_names], axis=1)
     out["worst"] = [
         {
             "sample": int(sample[i]),
@@ -103,7 +103,7 @@ def _plots(out: Path, table: pa.Table, study, summary: dict) -> None:
     fig, axes = plt.subplots(2, len(coords), figsize=(4 * len(coords), 6), squeeze=False)
     for j, c in enumerate(coords):
         for row, f in enumerate(("rmse", "max_error")):
-            v = _column(table, f"{f}_{c}")[ok]
+            v = figure_column(table, f"{f}_{c}")[ok]
             ax = axes[row, j]
             ax.hist(v, bins=min(50, max(5, v.size // 5)), color="C0")
             # a narrow spread (a tight study) has long tick labels: fewer ticks, no overlap
@@ -120,9 +120,9 @@ def _plots(out: Path, table: pa.Table, study, summary: dict) -> None:
     if "bound_held" in table.column_names:
         fig, axes = plt.subplots(1, len(coords), figsize=(4 * len(coords), 3.8), squeeze=False)
         for j, c in enumerate(coords):
-            e = _column(table, f"max_error_{c}")[ok]
-            b = _column(table, f"bound_e_{c}")[ok]
-            tight = _column(table, f"kappa_exceeds_dbar_{c}")[ok] > 0.5
+            e = figure_column(table, f"max_error_{c}")[ok]
+            b = figure_column(table, f"bound_e_{c}")[ok]
+            tight = figure_column(table, f"kappa_exceeds_dbar_{c}")[ok] > 0.5
             ax = axes[0, j]
             ax.loglog(b[tight], e[tight], ".", color="C2", label="kappa > dbar (eq. 25)")
             ax.loglog(b[~tight], e[~tight], ".", color="C3", label="kappa <= dbar: K-based")

@@ -25,7 +25,7 @@ import numpy as np
 from jaxmb.model import coordinate_joint_types
 
 from .crane_tuning import VDC_GAINS, CraneTuningWeights, tune_crane, vdc_controller_with
-from .mc_report import _column, write_mc_report
+from .mc_report import figure_column, write_mc_report
 from .montecarlo import run_study
 from .study_config import build_study, read_gains, write_gains
 from .tuning import GAIN_NAMES, TuningWeights, controller_with, tune
@@ -54,12 +54,14 @@ def bound_analysis(table, study, gains: dict) -> dict:
 
     ok = ~np.asarray(table["failed"])
     out = {}
-    dbar = np.array([np.nanmax(_column(table, f"dbar_{c}")[ok]) for c in study.coordinate_names])
+    dbar = np.array(
+        [np.nanmax(figure_column(table, f"dbar_{c}")[ok]) for c in study.coordinate_names]
+    )
     b = ultimate_bounds(
         gains["K"], gains["kappa"], gains["eps"], gains["Lambda"], dbar, *study.gamma
     )
     for i, c in enumerate(study.coordinate_names):
-        err = _column(table, f"max_error_{c}")[ok]
+        err = figure_column(table, f"max_error_{c}")[ok]
         out[c] = {
             "kappa": float(gains["kappa"][i]),
             "dbar_max": float(dbar[i]),
@@ -83,7 +85,7 @@ def crane_validation(table, study, gains: dict) -> dict:
     out: dict = {}
 
     def stats(name):
-        x = _column(table, name)[ok]
+        x = figure_column(table, name)[ok]
         if not x.size:
             return None
         return {q: float(np.percentile(x, p)) for q, p in (("p50", 50), ("p95", 95), ("max", 100))}
@@ -98,7 +100,7 @@ def crane_validation(table, study, gains: dict) -> dict:
             "peak_command": stats(f"peak_effort_{a.name}"),
             "saturation_time_s": stats(f"valve_saturation_time_{a.name}"),
         }
-    hit = np.asarray(_column(table, "pressure_limits_hit")[ok])
+    hit = np.asarray(figure_column(table, "pressure_limits_hit")[ok])
     out["pressure_limits_hit_fraction"] = float(hit.mean()) if hit.size else None
     out["failed"] = int((~ok).sum())
     out["samples"] = int(ok.size)
@@ -277,7 +279,7 @@ def _plots(out: Path, history: list[dict], tables: dict, study, arm: bool) -> No
     # (figure column, its label, the limit each gains' box is drawn against: red)
     if arm:
         panels = [(f"max_error_{c}", f"max |e_{c}| after transient (red: computed bound)",
-                   lambda t, c=c: _column(t, f"bound_e_{c}")) for c in study.coordinate_names]  # fmt: skip
+                   lambda t, c=c: figure_column(t, f"bound_e_{c}")) for c in study.coordinate_names]  # fmt: skip
     else:
         panels = [(f"rmse_{c}", f"rmse {c}, rad", None) for c in study.coordinate_names]
         panels += [(f"peak_effort_{a.name}", f"peak |u_{a.name}|, V (red: valve limit)",
@@ -290,7 +292,7 @@ def _plots(out: Path, history: list[dict], tables: dict, study, arm: bool) -> No
         for k, name in enumerate(("given", "tuned")):
             t = tables[name]
             ok = ~np.asarray(t["failed"])
-            data.append(_column(t, col)[ok])
+            data.append(figure_column(t, col)[ok])
             labels.append(f"{name}\n({int((~ok).sum())} failed)")
             b = limit(t)[ok] if limit is not None else np.empty(0)
             if b.size:

@@ -37,8 +37,8 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from jaxmb.model import Model
 
 from .regressor import (
-    _check_terms,
     base_parameters,
+    check_terms,
     full_regressor,
     parameter_names,
     stacked_regressor,
@@ -282,7 +282,7 @@ def base_columns(
     """Columns of `full_regressor` that carry the base parameters (`base_parameters`, Gautier
     (1990)), found once from ``n_states`` random states inside ``limits`` and then held fixed:
     which columns are independent is structural, not a property of one trajectory."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     kq, kv, ka = jax.random.split(key, 3)
     n = model.n
     u = lambda k: jax.random.uniform(k, (n_states, n), minval=-1.0, maxval=1.0)  # noqa: E731
@@ -328,7 +328,7 @@ def excitation_cost(
     stacked over the times ``ts`` of ``traj``, and ``D`` its column norms: scaling removes the
     dependence on parameter units. Differentiable in ``traj`` (singular values of a matrix with
     distinct singular values are smooth)."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     columns = list(columns)
     ts = jnp.asarray(ts, dtype=float)
     if ts.shape[0] * traj.n < len(columns):
@@ -474,7 +474,7 @@ def optimise_excitation(
         rest: start and end at rest (`FourierTrajectory.at_rest`), needs L >= 2.
         margin: safety margin on every normalised constraint during the optimisation.
     """
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     if not (np.isfinite(period) and period > 0):
         raise ValueError(f"period: expected > 0 s, got {period}")
     if not (isinstance(harmonics, int) and harmonics >= 1):

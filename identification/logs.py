@@ -101,6 +101,7 @@ __all__ = [
     "resample",
     "UniformSegments",
     "uniform_segments",
+    "with_note",
 ]
 
 
@@ -280,7 +281,7 @@ class Log(eqx.Module):
         return Log(self.t, self.signals, {**self.meta, **entries})
 
 
-def _with_note(log: Log, note: Mapping[str, Any]) -> Log:
+def with_note(log: Log, note: Mapping[str, Any]) -> Log:
     """Append a processing step to the sidecar's ``processing`` list."""
     meta = log.meta
     meta["processing"] = [*meta.get("processing", []), dict(note)]
@@ -984,7 +985,7 @@ def resample(
     tg = log.t[0] + dt * np.arange(n)
     tg[-1] = min(tg[-1], log.t[-1])
     if not log.names:
-        return _with_note(Log(tg, {}, log.sidecar), {"resample": {"dt": dt, "method": method}})
+        return with_note(Log(tg, {}, log.sidecar), {"resample": {"dt": dt, "method": method}})
     Y = log.stack(log.names)
     k = 1 if method == "linear" else 3
     if method == "cubic" and log.n < 4:
@@ -992,4 +993,4 @@ def resample(
     f = make_interp_spline(log.t, Y, k=k, axis=0) if k == 1 else CubicSpline(log.t, Y, axis=0)
     Yg = f(tg)
     out = Log(tg, {c: Yg[:, j] for j, c in enumerate(log.names)}, log.sidecar)
-    return _with_note(out, {"resample": {"dt": dt, "method": method, "max_gap": max_gap}})
+    return with_note(out, {"resample": {"dt": dt, "method": method, "max_gap": max_gap}})

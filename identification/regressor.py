@@ -48,13 +48,14 @@ __all__ = [
     "standard_parameters",
     "BaseParameters",
     "base_parameters",
+    "check_terms",
 ]
 
 JOINT_TERMS = ("armature", "viscous", "coulomb", "stribeck", "offset")
 INERTIAL_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 
 
-def _check_terms(terms: Sequence[str]) -> tuple[str, ...]:
+def check_terms(terms: Sequence[str]) -> tuple[str, ...]:
     terms = tuple(terms)
     for t in terms:
         if t not in JOINT_TERMS:
@@ -67,7 +68,7 @@ def _check_terms(terms: Sequence[str]) -> tuple[str, ...]:
 def parameter_names(model: Model, terms: Sequence[str] = ()) -> tuple[str, ...]:
     """Names of the columns of `full_regressor`: ``<body>.<m|mcx|...|Izz>`` for every body in
     model order, then ``<coordinate>.<term>`` for every coordinate, terms in the given order."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     inertial = tuple(f"{b}.{p}" for b in model.body_names for p in INERTIAL_NAMES)
     joint = tuple(f"{c}.{t}" for c in model.coordinate_names for t in terms)
     return inertial + joint
@@ -83,7 +84,7 @@ def joint_term_columns(
 ) -> Float[Array, "n nk"]:
     """The drive/friction block of the regressor: for coordinate ``c`` and term ``t`` the column
     ``c*k + t`` holds the term's basis function in row ``c`` (zero elsewhere)."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     qd, qdd = jnp.asarray(qd, dtype=float), jnp.asarray(qdd, dtype=float)
     sgn = jnp.tanh(qd / coulomb_width)  # smoothed sign(qd); see the module docstring
     basis = {
@@ -145,7 +146,7 @@ def stacked_regressor(
 ) -> Float[Array, "N n p"]:
     """`full_regressor` at every sample (batched, 256 samples per vectorised chunk to bound
     memory on long logs). Reshape to ``(N*n, p)`` for least squares."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     Q, Qd, Qdd = (jnp.asarray(x, dtype=float) for x in (Q, Qd, Qdd))
     for name, x in (("Q", Q), ("Qd", Qd), ("Qdd", Qdd)):
         if x.ndim != 2 or x.shape[1] != model.n:
@@ -159,7 +160,7 @@ def standard_parameters(
 ) -> Float[Array, " p"]:
     """The parameter vector of `parameter_names`: the model's inertial parameters, then the joint
     terms from ``joint_values[coordinate][term]`` (0 where absent)."""
-    terms = _check_terms(terms)
+    terms = check_terms(terms)
     joint_values = joint_values or {}
     for c in joint_values:
         model.coordinate(c)  # raises naming an unknown coordinate

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.signal
 from jaxtyping import ArrayLike, Float
 
-from .logs import Log, _with_note, sampling_report
+from .logs import Log, sampling_report, with_note
 
 __all__ = [
     "check_cutoff",
@@ -239,7 +239,7 @@ def decimate(log: Log, factor: int, *, cutoff: float | None = None, order: int =
         Y = lowpass(log.stack(log.names), fs, cutoff, order)
         sig = {c: Y[::factor, j] for j, c in enumerate(log.names)}
     out = Log(log.t[::factor], sig, log.sidecar)
-    return _with_note(
+    return with_note(
         out, {"decimate": {"factor": int(factor), "cutoff_hz": cutoff, "order": int(order)}}
     )
 
@@ -325,4 +325,4 @@ def estimate_derivatives(
             "others": others,
         }
     }
-    return _with_note(out, note)
+    return with_note(out, note)

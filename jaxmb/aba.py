@@ -39,10 +39,10 @@ from .tree import scan_down, sweep_up, tree_of
 from .tree_dynamics import (
     AugmentedState,
     TreeKinematics,
-    _gravity_acceleration,
-    _per_frame,
     force_cross,
+    gravity_acceleration,
     motion_cross,
+    per_frame,
     world_wrenches,
 )
 
@@ -135,7 +135,7 @@ def _tree_rhs(model: Model, kin: TreeKinematics, qhatd, wrenches):
     """``(p^A, c)`` before the sweep: velocity-product wrenches less external ones, and
     velocity-product accelerations."""
     dtype = kin.s.dtype
-    s_qd = kin.s * _per_frame(model, qhatd, dtype)[:, None]
+    s_qd = kin.s * per_frame(model, qhatd, dtype)[:, None]
     c = jax.vmap(motion_cross)(kin.v, s_qd)
     I0 = jax.vmap(_spatial_matrix)(kin.inertia)
     pA = jax.vmap(force_cross)(kin.v, jnp.einsum("kij,kj->ki", I0, kin.v))
@@ -172,12 +172,12 @@ def aba(
         )
     dtype = kin.s.dtype
     pA, c = _tree_rhs(model, kin, state.qhatd, wrenches)
-    a0 = _gravity_acceleration(model, dtype)
+    a0 = gravity_acceleration(model, dtype)
     frames = tree.coordinate_frames
     E = state.E
     # the tree's right-hand side: Q_a itself, or a tau* with E^T tau* = Q_a through the map
     tau_hat = tau if E is None else E @ jnp.linalg.solve(E.T @ E, tau)
-    art, u = articulated_inertias(model, kin, _per_frame(model, tau_hat, dtype), pA, c)
+    art, u = articulated_inertias(model, kin, per_frame(model, tau_hat, dtype), pA, c)
     x0 = aba_accelerations(model, kin, art, u, c, a0)[frames]
     if E is None:
         return _checked(x0, art)
@@ -187,7 +187,7 @@ def aba(
     zero_c, zero_a = jnp.zeros_like(c), jnp.zeros_like(a0)
 
     def inverse_column(col):  # Gamma_hat^{-1} col: ABA at rest, without gravity
-        u = _bias_sweep(model, kin, art, _per_frame(model, col, dtype), jnp.zeros_like(pA), zero_c)
+        u = _bias_sweep(model, kin, art, per_frame(model, col, dtype), jnp.zeros_like(pA), zero_c)
         return aba_accelerations(model, kin, art, u, zero_c, zero_a)[frames]
 
     Y = jax.vmap(inverse_column, in_axes=1, out_axes=1)(A_T)

@@ -32,12 +32,13 @@ from .recursive import body_spatial_inertias
 from .spatial import skew
 from .terms import (
     DynamicsTerms,
-    _cholesky_solve,
+    cholesky_solve,
     unchecked_crba,
     unchecked_forward,
     unchecked_rnea,
     unchecked_terms,
 )
+from .udut import udut_forward_dynamics
 
 __all__ = [
     "spatial_inertias",
@@ -287,7 +288,7 @@ def forward_dynamics(
     if method == "lagrangian":
         tau = check_coordinates(model, tau, "tau")
         rest = inverse_dynamics(model, q, qd, jnp.zeros_like(qd), wrenches, method=method)
-        return _cholesky_solve(mass_matrix(model, q, method="jacobian"), tau - rest)
+        return cholesky_solve(mass_matrix(model, q, method="jacobian"), tau - rest)
     q, qd, tau = check_all_finite(  # the recursions on inputs checked once, in one check
         {
             "q": check_coordinates(model, q, finite=False),
@@ -296,8 +297,6 @@ def forward_dynamics(
         }
     )
     if method == "udut":
-        from .udut import udut_forward_dynamics
-
         return udut_forward_dynamics(model, q, qd, tau, wrenches)
     solve = {"auto": "auto", "rnea": "auto", "cholesky": "cholesky", "aba": "aba"}[method]
     return unchecked_forward(model, q, qd, tau, wrenches, solve=solve)

@@ -32,9 +32,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .checks import checked
-from .dynamics import bias_forces, forward_dynamics, mass_matrix
+from .dynamics import bias_forces, forward_dynamics, kinetic_energy, mass_matrix, potential_energy
 from .model import Model
-from .plant import AbstractPlant, _finite_state
+from .plant import AbstractPlant, finite_state
 from .projection import ConstrainedSystem, constraint_bias, constraint_jacobian
 from .projection import forward_dynamics as projected_forward_dynamics
 
@@ -167,7 +167,7 @@ class FlexibleJointPlant(AbstractPlant):
 
     def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
         del t
-        y, command = _finite_state(y, command)
+        y, command = finite_state(y, command)
         q, qd = y["q"], y["qd"]
         phi, phid = self.drive_states(y)
         tau_s = self.spring_torque(q, qd, phi, phid)
@@ -197,8 +197,6 @@ class FlexibleJointPlant(AbstractPlant):
     def energy(self, y) -> Float[Array, ""]:
         """Kinetic plus potential energy of links, rotors and springs (J): constant along an
         undamped, unforced motion (`tests/test_flexible.py` checks it)."""
-        from .dynamics import kinetic_energy, potential_energy
-
         q, qd = y["q"], y["qd"]
         phi, phid = self.drive_states(y)
         idx = jnp.asarray(self.driven)

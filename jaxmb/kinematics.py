@@ -29,6 +29,7 @@ __all__ = [
     "frame_pose",
     "frame_jacobian",
     "body_jacobians",
+    "resolve_frame",
 ]
 
 
@@ -130,7 +131,7 @@ def augmented_jacobians(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[
     return jnp.stack(full)
 
 
-def _resolve(model: Model, frame: str):
+def resolve_frame(model: Model, frame: str):
     """(kinematic frame index, COM offset or None) for a frame name."""
     names = [f.name for f in model.frames]
     if frame in names:
@@ -145,7 +146,7 @@ def _resolve(model: Model, frame: str):
 @eqx.filter_jit
 def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "4 4"]:
     """``T_S,frame(q)``, the 4x4 pose of a named frame in the inertial frame S."""
-    k, com = _resolve(model, frame)
+    k, com = resolve_frame(model, frame)
     R, p = frame_transforms(model, augmented_coordinates(model, q))[k]
     if com is not None:  # COM frames are parallel to their body frame
         p = p + R @ com
@@ -157,7 +158,7 @@ def frame_pose(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Arr
 def frame_jacobian(model: Model, q: Float[ArrayLike, " n"], frame: str) -> Float[Array, "6 n"]:
     r"""Body-fixed 6 x n Jacobian of a named frame in minimal coordinates, $J = \hat J E$
     (Dastranj & Mattila (2026) eqs. (5)-(7), (26)). Rows are [omega; v] in frame coordinates."""
-    k, com = _resolve(model, frame)
+    k, com = resolve_frame(model, frame)
     q = check_coordinates(model, q)
     qhat = xi(model, q)
     J = augmented_jacobians(model, qhat)[k]

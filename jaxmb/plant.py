@@ -27,14 +27,23 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .checks import check_all_finite, checked
-from .dynamics import forward_dynamics, gravity_forces
+from .dynamics import external_forces, forward_dynamics, gravity_forces
 from .hydraulics import BAR, HydraulicActuator
 from .model import Model
+from .projection import ConstrainedSystem, constraint_force
+from .projection import forward_dynamics as projected_forward_dynamics
 
-__all__ = ["AbstractPlant", "HydraulicPlant", "ForceSensedPlant", "limit_events", "events_summary"]
+__all__ = [
+    "AbstractPlant",
+    "HydraulicPlant",
+    "ForceSensedPlant",
+    "limit_events",
+    "events_summary",
+    "finite_state",
+]
 
 
-def _finite_state(y: dict, command):
+def finite_state(y: dict, command):
     """The plant state and the command, refused (`check_finite`) where NaN or inf: a NaN
     pressure or command would otherwise flow through the vector field into the solution."""
     fields = {"q": y["q"], "qd": y["qd"], "command": command}
@@ -203,8 +212,6 @@ class HydraulicPlant(AbstractPlant):
         direct torques) solve ``B(q) [f; tau] = -Q_e(q)`` (least squares if ``B`` is not square),
         then ``p_a = (f + A_b p_b) / A_a`` with the rod sides at ``p_b`` (Pa). Friction is zero
         at rest. Returns ``(p_a, p_b, [f; tau])``."""
-        from .dynamics import external_forces
-
         Q_e = (
             gravity_forces(self.model, q)
             if wrenches is None
@@ -228,7 +235,7 @@ class HydraulicPlant(AbstractPlant):
 
     def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
         del t
-        y, command = _finite_state(y, command)
+        y, command = finite_state(y, command)
         q, qd, act = y["q"], y["qd"], y["actuators"]
         x, xd, J = self.piston_kinematics(q, qd)
         Q = self._direct_forces(command)
@@ -291,8 +298,6 @@ class ForceSensedPlant(AbstractPlant):
     tau: Float[Array, ""]
 
     def __init__(self, system, tau=0.01):
-        from .projection import ConstrainedSystem
-
         if not isinstance(system, ConstrainedSystem):
             raise ValueError(
                 f"ForceSensedPlant: system must be a ConstrainedSystem, got {type(system).__name__}"
@@ -319,11 +324,8 @@ class ForceSensedPlant(AbstractPlant):
         return {"q": q0, "qd": qd0, "actuators": {"force_sensor": {"F": F}}}
 
     def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
-        from .projection import constraint_force
-        from .projection import forward_dynamics as projected_forward_dynamics
-
         del t
-        y, command = _finite_state(y, command)
+        y, command = finite_state(y, command)
         q, qd = y["q"], y["qd"]
         f = command if forces is None else command + forces
         qdd = projected_forward_dynamics(self.system, q, qd, f, wrenches)

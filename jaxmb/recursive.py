@@ -26,9 +26,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .checks import check_finite
 from .kinematics import (
-    _resolve,
     local_transforms,
     motion_subspace,
+    resolve_frame,
 )
 from .model import Model
 from .spatial import (
@@ -41,7 +41,13 @@ from .spatial import (
     spatial_inertia,
 )
 
-__all__ = ["body_spatial_inertias", "frame_wrenches", "rnea_augmented", "crba_augmented"]
+__all__ = [
+    "body_spatial_inertias",
+    "frame_wrenches",
+    "rnea_augmented",
+    "crba_augmented",
+    "inertia_to_parent",
+]
 
 
 def body_spatial_inertias(model: Model) -> Float[Array, "nb 6 6"]:
@@ -58,7 +64,7 @@ def frame_wrenches(model: Model, wrenches: Mapping[str, Array] | None) -> dict[i
         if np.shape(W) != (6,):
             raise ValueError(f"wrench on frame {name!r}: expected shape (6,), got {np.shape(W)}")
         W = check_finite(W, f"wrench on frame {name!r}")
-        k, com = _resolve(model, name)
+        k, com = resolve_frame(model, name)
         if com is not None:  # W_B = Ad_{T_CB}^T W_C with T_CB = (I, -com)
             W = adjoint_transpose_apply(jnp.eye(3, dtype=com.dtype), -com, W)
         out[k] = out[k] + W if k in out else W
@@ -73,7 +79,7 @@ def _frame_inertias(model: Model, M_body) -> list:
     return M_frame
 
 
-def _inertia_to_parent(R, p, inertia):
+def inertia_to_parent(R, p, inertia):
     r"""A rigid-body inertia ``(m, h, I)`` about frame k's origin in k coordinates (``h = m c``,
     ``I`` about the origin), expressed about the parent's origin in parent coordinates, for
     ``T_parent,k = (R, p)``. This is $X^\top M X$ with $X = Ad_{T_{k,parent}}$ in 3-vector form:
@@ -136,7 +142,7 @@ def crba_augmented(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[Array
     for k in reversed(range(nf)):
         parent = model.parent_index[k]
         if parent >= 0 and Ic[k] is not None:
-            moved = _inertia_to_parent(*T[k], Ic[k])
+            moved = inertia_to_parent(*T[k], Ic[k])
             Ic[parent] = (
                 moved
                 if Ic[parent] is None

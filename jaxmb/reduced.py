@@ -43,6 +43,7 @@ __all__ = [
     "task_jacobian",
     "drive_torque",
     "task_inverse_dynamics",
+    "generalized_force_along_jet",
 ]
 
 
@@ -107,7 +108,7 @@ def _model(system):
     return system.model if isinstance(system, ConstrainedSystem) else system
 
 
-def _generalized(system, actuated, coeffs):
+def generalized_force_along_jet(system, actuated, coeffs):
     """``G(t) = W^T (M eta'' + h)`` along the jet: the left side of eq. (6) without the
     spring."""
     model = _model(system)
@@ -128,7 +129,7 @@ def reduced_terms(
     """``(M*, Q*)`` of eq. (6) at a state (eqs. (7)-(8)): ``M* = W^T M W`` and ``Q*`` the rest of
     ``W^T (M eta'' + h)`` at ``eta''^a = 0``."""
     jet = complete_jet(system, actuated, eta, [etad_a, jnp.zeros_like(etad_a)])
-    Q = _generalized(system, actuated, jet)(jnp.zeros(()))
+    Q = generalized_force_along_jet(system, actuated, jet)(jnp.zeros(()))
     W = _W(system, actuated, eta)
     return W.T @ mass_matrix(_model(system), eta) @ W, Q
 
@@ -150,7 +151,7 @@ def drive_torque(plant: FlexibleJointPlant, task: Callable, coeffs: list[Array])
     task-space jet ``[x, ..., x'''']``. The drives are taken undamped (the paper's model)."""
     system, actuated = plant.system, plant.driven
     ia, _ = selection(system, actuated)
-    G = _generalized(system, actuated, coeffs)
+    G = generalized_force_along_jet(system, actuated, coeffs)
     G0 = G(jnp.zeros(()))
     phidd = coeffs[2][ia] + time_derivative(G, 2) / plant.stiffness  # eq. (6), twice
     T = plant.reduced_rotor_inertia * phidd + G0  # eq. (4) with K (eta^a - phi) = -G

@@ -54,6 +54,7 @@ __all__ = [
     "gamma_and_rest",
     "crba",
     "rnea",
+    "cholesky_solve",
 ]
 
 UNROLL_MAX_FRAMES = 16
@@ -99,14 +100,14 @@ class DynamicsTerms(eqx.Module):
 
     def forward(self, tau: Float[Array, " n"]) -> Float[Array, " n"]:
         r"""$\ddot q = \Gamma^{-1}(Q_g + Q_w + Q_a - h)$ by a Cholesky solve, ``tau`` $= Q_a$."""
-        return _cholesky_solve(self.Gamma, tau + self.Q_g + self.Q_w - self.h)
+        return cholesky_solve(self.Gamma, tau + self.Q_g + self.Q_w - self.h)
 
     def inverse(self, qdd: Float[Array, " n"]) -> Float[Array, " n"]:
         r"""$Q_a = \Gamma \ddot q + h - Q_g - Q_w$."""
         return self.Gamma @ qdd + self.h - self.Q_g - self.Q_w
 
 
-def _cholesky_solve(Gamma, rhs):
+def cholesky_solve(Gamma, rhs):
     L = jnp.linalg.cholesky(Gamma)  # NaN entries if Gamma is not SPD
     L = runtime_check(L, ~jnp.isfinite(L).all(), "Gamma(q) is not positive definite at this q")
     return jsl.cho_solve((L, True), rhs)
@@ -214,7 +215,7 @@ def unchecked_forward(
         kin = tree_kinematics(model, state.qhat, state.qhatd, gravity=False)
         return aba(model, state, kin, tau, frame_wrenches(model, wrenches))
     Gamma, rest = gamma_and_rest(model, state, wrenches, choice=choice)
-    return _cholesky_solve(Gamma, tau - rest)
+    return cholesky_solve(Gamma, tau - rest)
 
 
 def gamma_and_rest(

@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .model import Model
-from .recursive import _inertia_to_parent
+from .recursive import inertia_to_parent
 from .spatial import skew
 from .tree import Tree, scan_down, subtree_sums, tree_of
 
@@ -43,6 +43,8 @@ __all__ = [
     "crba_world",
     "rnea_world",
     "gravity_world",
+    "gravity_acceleration",
+    "per_frame",
 ]
 
 
@@ -85,7 +87,7 @@ def _frame_coordinates(model: Model) -> np.ndarray:
     return np.array([c if c >= 0 else model.n_augmented for c in model.coordinate_index])
 
 
-def _per_frame(model: Model, x: Float[Array, " nhat"], dtype) -> Float[Array, " nf"]:
+def per_frame(model: Model, x: Float[Array, " nhat"], dtype) -> Float[Array, " nf"]:
     """A per-coordinate quantity read at every frame (zero at fixed frames)."""
     return jnp.concatenate([jnp.asarray(x, dtype), jnp.zeros(1, dtype)])[_frame_coordinates(model)]
 
@@ -134,7 +136,7 @@ def inertia_apply(inertia, x: Float[Array, "6"]) -> Float[Array, "6"]:
 
 # (m, h, I) about frame k's origin -> about S's origin in S coordinates, for T_S,k = (R, p): the
 # same algebra as moving a composite inertia to a parent (h' = R h + m p, I' = R I R^T - ...)
-inertia_to_world = _inertia_to_parent
+inertia_to_world = inertia_to_parent
 
 
 class TreeKinematics(eqx.Module):
@@ -172,9 +174,9 @@ def tree_kinematics(
     one `scan_down` (the module docstring's sums, accumulated from the parent)."""
     tree = tree_of(model)
     dtype = jnp.result_type(qhat, qhatd, model.gravity)
-    t = _per_frame(model, qhat, dtype)
-    td = _per_frame(model, qhatd, dtype)
-    tdd = jnp.zeros_like(td) if qhatdd is None else _per_frame(model, qhatdd, dtype)
+    t = per_frame(model, qhat, dtype)
+    td = per_frame(model, qhatd, dtype)
+    tdd = jnp.zeros_like(td) if qhatdd is None else per_frame(model, qhatdd, dtype)
     R0 = jnp.stack([f.rotation for f in model.frames]).astype(dtype)
     p0 = jnp.stack([f.translation for f in model.frames]).astype(dtype)
     axis = jnp.stack([f.axis for f in model.frames]).astype(dtype)
@@ -201,7 +203,7 @@ def tree_kinematics(
         return (R, p, v, a), (R, p, s, v, a)
 
     zero6 = jnp.zeros(6, dtype)
-    a0 = _gravity_acceleration(model, dtype) if gravity else zero6
+    a0 = gravity_acceleration(model, dtype) if gravity else zero6
     root = (jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype), zero6, a0)
     R, p, s, v, a = scan_down(tree, step, root, (R_loc, p_loc, axis, rev, pri, td, tdd))
     inertia = jax.vmap(inertia_to_world)(R, p, local)
@@ -220,7 +222,7 @@ def _to_coordinates(tree: Tree, x: Float[Array, " nf"]) -> Float[Array, " nhat"]
     return x @ tree.selection.astype(x.dtype)
 
 
-def _gravity_acceleration(model: Model, dtype) -> Float[Array, "6"]:
+def gravity_acceleration(model: Model, dtype) -> Float[Array, "6"]:
     return jnp.concatenate([jnp.zeros(3, dtype), -model.gravity.astype(dtype)])
 
 
@@ -295,7 +297,7 @@ def crba_world(model: Model, kin: TreeKinematics, forces: TreeForces) -> Float[A
 def gravity_world(model: Model, kin: TreeKinematics, forces: TreeForces) -> Float[Array, " nhat"]:
     r"""$\hat Q_g$: at rest under gravity alone each joint carries its subtree's weight,
     $-s_k^\top I^c_k a_0$ (RNEA with $v = 0$, $a = a_0$, summed in closed form)."""
-    a0 = _gravity_acceleration(model, kin.s.dtype)
+    a0 = gravity_acceleration(model, kin.s.dtype)
     f = jax.vmap(inertia_apply, in_axes=(0, None))(forces.composite, a0)
     return -joint_forces(model, kin, f)
 

@@ -89,6 +89,7 @@ __all__ = [
     "arm_elbow_segment",
     "arm_elbow_chain",
     "arm_elbow_drive",
+    "rigid_body_unchecked",
 ]
 
 # unit vectors of eqs. (25)-(29) and (A.6)-(A.8), [v; omega] order
@@ -175,10 +176,10 @@ def transform_body(
     r"""The body given in frame F (a `RigidBody`, or a jaxmb `Body` on its frame), expressed in
     frame A, with F placed at ``(R_AF, r_AF)`` in A: ``com_A = R c_F + r``, ``I_A = R I_F R^T``."""
     R, r = jnp.asarray(R_AF), jnp.asarray(r_AF)
-    return _body(body.mass, R @ body.com + r, R @ body.inertia @ R.T)
+    return rigid_body_unchecked(body.mass, R @ body.com + r, R @ body.inertia @ R.T)
 
 
-def _body(mass, com, inertia) -> RigidBody:
+def rigid_body_unchecked(mass, com, inertia) -> RigidBody:
     """A RigidBody from (possibly traced) derived values, skipping the constructor's checks."""
     b = object.__new__(RigidBody)
     object.__setattr__(b, "mass", jnp.asarray(mass))
@@ -200,7 +201,7 @@ def combine_bodies(*bodies: RigidBody) -> RigidBody:
         b.inertia + b.mass * ((b.com - c) @ (b.com - c) * eye - jnp.outer(b.com - c, b.com - c))
         for b in bodies
     )
-    return _body(m, c, I)
+    return rigid_body_unchecked(m, c, I)
 
 
 def _inertia_at_origin(body: RigidBody) -> Array:

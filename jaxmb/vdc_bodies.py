@@ -35,7 +35,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .kinematics import augmented_jacobians, frame_transforms, map_jacobian, xi
 from .model import Model
-from .vdc import M_A, _body, accompanying_function, required_net_force
+from .vdc import M_A, accompanying_function, required_net_force, rigid_body_unchecked
 
 __all__ = ["BodyRequiredForces", "vdc_bodies", "body_gains", "body_required_forces"]
 
@@ -59,7 +59,7 @@ def vdc_bodies(model: Model):
     """The model's bodies as one stacked `jaxmb.vdc.RigidBody`, each in its own frame
     (``(nb,)`` masses, ``(nb, 3)`` centres, ``(nb, 3, 3)`` inertias): leaves of the model."""
     b = model.bodies
-    return _body(
+    return rigid_body_unchecked(
         jnp.stack([x.mass for x in b]),
         jnp.stack([x.com for x in b]),
         jnp.stack([x.inertia for x in b]),
