@@ -1,5 +1,5 @@
 """The README's and docs/'s Python examples run as written; the README's layout is the package
-tree's; every docs/ page is linked and every link resolves."""
+tree's; every docs/ page is linked and every link to a page or a figure resolves."""
 
 import re
 from pathlib import Path
@@ -66,6 +66,6 @@ def test_every_docs_page_is_linked_and_links_resolve():
     for page in DOCS:
         assert f"(docs/{page.name})" in readme, page.name
     for path in (README, *DOCS):
-        for target in re.findall(r"\]\(([^)#]+\.md)\)", path.read_text()):
+        for target in re.findall(r"\]\(([^)#]+\.(?:md|png))\)", path.read_text()):
             if not target.startswith("http"):
                 assert (path.parent / target).resolve().is_file(), (path.name, target)
