@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxmb.plant import HydraulicPlant, events_summary
-from jaxmb.simulate import CommandTable, Trajectory
+from jaxmb.actuators.plant import HydraulicPlant, events_summary
+from jaxmb.simulation.integrate import CommandTable, Trajectory
 
 __all__ = [
     "LOG_COLUMNS",
@@ -57,7 +57,7 @@ def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
     if not path.is_file():
         raise ValueError(f"commands file {str(path)!r} does not exist")
     if path.suffix == ".parquet":  # a log in the project's format (read and validated there)
-        from jaxmb.identification.logs import read_log
+        from jaxmb.io.logs import read_log
 
         log = read_log(path)
         missing = [c for c in names if not log.has(c)]
@@ -168,7 +168,7 @@ def crane_summary(
     performance index (Petrovic & Mattila (2022) Section 1, after Zhu)."""
     import jax
 
-    from jaxmb.kinematics import frame_jacobian, frame_pose
+    from jaxmb.multibody.kinematics import frame_jacobian, frame_pose
 
     t = np.asarray(tr.t)
     model = plant.model
@@ -258,7 +258,7 @@ def _figures(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from jaxmb.kinematics import frame_pose
+    from jaxmb.multibody.kinematics import frame_pose
 
     t = np.asarray(tr.t)
     model = plant.model

@@ -7,7 +7,7 @@ comparison): the loop is mildly stiff, its fastest mode about -1.6e3 1/s from th
 friction law's slope ``F_s / v_eps`` at rest and the hydraulic modes near 40 rad/s, so an
 explicit method is stability-limited to steps of a few ms, which accuracy needs anyway. On the
 18 s A-B-C-D loop, against a Tsit5 run at rtol 1e-10 (pressures integrated in bar,
-`jaxmb.plant.HydraulicPlant.state_scale`):
+`jaxmb.actuators.plant.HydraulicPlant.state_scale`):
 
     setting                           steps   max |dq| rad   max |dp| Pa   run time (x RK4 1 ms)
     RK4, fixed 1 ms (the paper's)     18000   1.2e-7         1050          1.00
@@ -34,12 +34,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, abcd_reference, lift_tilt_crane_plant
-from jaxmb.simulate import CommandTable, Trajectory, simulate
-from jaxmb.vdc import crane_chain
-
-from .crane_report import write_crane_report
-from .vdc_control import VDCController
+from jaxmb.control.crane_report import write_crane_report
+from jaxmb.control.vdc_control import VDCController
+from jaxmb.models.crane import (
+    T_FINAL_ABCD,
+    WAYPOINTS,
+    abcd_reference,
+    crane_chain,
+    lift_tilt_crane_plant,
+)
+from jaxmb.simulation.integrate import CommandTable, Trajectory, simulate
 
 __all__ = [
     "GAINS",

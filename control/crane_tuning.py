@@ -41,12 +41,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from jaxmb.checks import failures_as_nan
-from jaxmb.simulate import simulate
-
-from .studies import CraneStudy, SolverOptions
-from .tuning import adam_search, failed_step, gains_of, tracking_term, tuning_provenance
-from .vdc_control import VDCController
+from jaxmb.control.studies import CraneStudy, SolverOptions
+from jaxmb.control.tuning import (
+    adam_search,
+    failed_step,
+    gains_of,
+    tracking_term,
+    tuning_provenance,
+)
+from jaxmb.control.vdc_control import VDCController
+from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.simulation.integrate import simulate
 
 __all__ = [
     "VDC_GAINS",
@@ -197,7 +202,7 @@ def crane_loss_and_gradient(study: CraneStudy, base: VDCController, values,
     core runs a while loop), waits for its slowest sample, and the forward-mode pass over four
     vmapped 2 s crane runs was measured to stall (the process idle in XLA's runtime, never
     returning); one sample's pass compiles once and is reused for all. Call it inside
-    `jaxmb.checks.failures_as_nan` when a sample may leave the crane's domain: that sample is
+    `jaxmb.multibody.checks.failures_as_nan` when a sample may leave the crane's domain: that sample is
     then a failed run (``aux["success"]`` False) instead of an error for the whole batch."""
     g0 = {k: jnp.asarray(getattr(base, k), float) for k in VDC_GAINS}
     options = replace(study.options, rtol=rtol, atol=atol)

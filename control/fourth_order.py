@@ -11,7 +11,7 @@ commands the snap
 
     u = x_d'''' + C1 (x_d''' - x''') + C2 (x_d'' - x'') + C3 (x_d' - x') + C4 (x_d - x)   eq. (15)
 
-and the torques ``T = A_est u + B_est`` (eq. (14)) by `jaxmb.reduced.drive_torque` on the jet
+and the torques ``T = A_est u + B_est`` (eq. (14)) by `jaxmb.actuators.reduced.drive_torque` on the jet
 whose snap is ``u``. With a perfect model the error obeys eq. (22), a fourth-order linear
 system whose poles the ITAE gains place (`itae_gains`); with modelling error it obeys the
 time-varying eq. (18).
@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.flexible import FlexibleJointPlant
-from jaxmb.reduced import (
+from jaxmb.actuators.flexible import FlexibleJointPlant
+from jaxmb.actuators.reduced import (
     complete_jet,
     drive_torque,
     generalized_force_along_jet,
@@ -107,8 +107,8 @@ def _torque_for_snap(plant, task, jet, snap):
 
 
 class FourthOrderController(eqx.Module):
-    r"""Eqs. (14)-(15) with the estimates of eqs. (20)-(21), for `jaxmb.sampled.simulate_sampled`
-    (or `jaxmb.simulate.simulate`) on a `FlexibleJointPlant`.
+    r"""Eqs. (14)-(15) with the estimates of eqs. (20)-(21), for `jaxmb.simulation.sampled.simulate_sampled`
+    (or `jaxmb.simulation.integrate.simulate`) on a `FlexibleJointPlant`.
 
     Attributes:
         model: the controller's plant model (its parameters may be in error).

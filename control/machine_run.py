@@ -3,7 +3,7 @@
 --machine FILE.toml`` writes (`run_machine`).
 
 The controller is `VDCController` over the decomposition of the machine's model into its
-bodies (`jaxmb.vdc_bodies`): it needs no segment frames, so joint axes, cylinder mounts and
+bodies (`jaxmb.vdc.bodies`): it needs no segment frames, so joint axes, cylinder mounts and
 gravity may point wherever the files say. Gains: the file's ``[vdc]`` table over `GAINS`, then
 those given (a tuned gains file). Solver: Tsit5 at rtol 1e-6, atol 1e-8, as the crane's
 (`crane_run`, where the choice is measured).
@@ -16,11 +16,10 @@ from pathlib import Path
 import equinox as eqx
 import jax.numpy as jnp
 
-from jaxmb.simulate import Trajectory, simulate
-
-from .crane_report import write_crane_report
-from .crane_run import ATOL, GAINS, RTOL, control_series
-from .vdc_control import VDCController
+from jaxmb.control.crane_report import write_crane_report
+from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
+from jaxmb.control.vdc_control import VDCController
+from jaxmb.simulation.integrate import Trajectory, simulate
 
 __all__ = [
     "machine_controller",
@@ -44,7 +43,7 @@ def machine_controller(machine, plant=None, gains: dict | None = None) -> VDCCon
     if machine.task is None:
         raise ValueError(
             f"machine file {machine.path}: no [task] table: VDC needs a waypoint task "
-            "(waypoints = {coordinate = [...]}, segment_time, hold; see jaxmb.models.machine)"
+            "(waypoints = {coordinate = [...]}, segment_time, hold; see jaxmb.io.machine)"
         )
     plant = machine.plant if plant is None else plant
     return VDCController(plant, None, machine.task.reference(), **machine_gains(machine, gains))

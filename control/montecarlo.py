@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxmb.checks import failures_as_nan
+from jaxmb.multibody.checks import failures_as_nan
 
 __all__ = [
     "chunk_runner",
@@ -82,7 +82,7 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
     layout-dependent choices reached into the solves: measured 1e-6 relative across device
     counts), so another controller compiles again.
 
-    Traced under `jaxmb.checks.failures_as_nan`, so a sample that leaves its model's domain is a
+    Traced under `jaxmb.multibody.checks.failures_as_nan`, so a sample that leaves its model's domain is a
     failed sample, not an error for the batch."""
     devices = jax.devices() if devices is None else list(devices)
     if not (isinstance(lanes, int) and lanes >= 1):

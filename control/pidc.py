@@ -17,8 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.checks import checked
-from jaxmb.projection import (
+from jaxmb.constraints.projection import (
     ConstrainedSystem,
     ProjectedTerms,
     constraint_bias,
@@ -26,8 +25,9 @@ from jaxmb.projection import (
     constraint_jacobian,
     projected_terms,
 )
-from jaxmb.pseudo_inverse import pinv
-from jaxmb.simulate import AbstractStatefulController
+from jaxmb.constraints.pseudo_inverse import pinv
+from jaxmb.multibody.checks import checked
+from jaxmb.simulation.integrate import AbstractStatefulController
 
 __all__ = [
     "independent_velocity_map",
@@ -165,7 +165,7 @@ def force_auxiliary(
 
 
 class ProjectedInverseDynamics(eqx.Module):
-    r"""The PIDC law (Aghili (2005) eqs. (45)-(46)) as a controller for `jaxmb.simulate`:
+    r"""The PIDC law (Aghili (2005) eqs. (45)-(46)) as a controller for `jaxmb.simulation.integrate`:
 
     $u_p = \dot\Lambda\dot\theta + \Lambda(\ddot\theta_d + G_D\dot e_p + G_P e_p)$,
     $e_p = \theta_d - \theta$, and $f = h_\parallel + PMu_p$, so that
@@ -259,8 +259,8 @@ class HybridForceControl(AbstractStatefulController):
     $f = h + \mu C_c\dot q + (I + \mu)PMu_p + u_{\mathcal F}$,
 
     with the motion auxiliary ``u_p`` of the PIDC law (eq. (46)) and ``F_m`` the measured
-    constraint force (`jaxmb.plant.ForceSensedPlant`). The integral ``int e_f`` is this
-    controller's own state, integrated by `jaxmb.simulate`. With an exact model eq. (51) alone
+    constraint force (`jaxmb.actuators.plant.ForceSensedPlant`). The integral ``int e_f`` is this
+    controller's own state, integrated by `jaxmb.simulation.integrate`. With an exact model eq. (51) alone
     gives ``F = u_F``; with model error the integral removes the steady force error.
 
     Attributes:

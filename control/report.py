@@ -12,11 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
+from jaxmb.control.scenario import PAPER_RMSE, Scenario
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulate import Trajectory, simulate
-
-from .bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
-from .scenario import PAPER_RMSE, Scenario
+from jaxmb.simulation.integrate import Trajectory, simulate
 
 __all__ = ["run_scenario", "write_report"]
 
@@ -27,7 +26,7 @@ SETTLE = 5.0  # s: errors "after the transient" are measured from here on (runs 
 def run_scenario(sc: Scenario, *, dt_save: float = 0.01, progress: bool = True) -> Trajectory:
     """Simulate the scenario from t = 0 to ``sc.t_final``, saving every ``dt_save`` s. A failed
     solve is reported by the trajectory's ``success`` (the CLI traces under
-    `jaxmb.checks.failures_as_nan`, so nothing raises inside the compiled loop)."""
+    `jaxmb.multibody.checks.failures_as_nan`, so nothing raises inside the compiled loop)."""
     n_save = int(round(sc.t_final / dt_save)) + 1
     ts = jnp.linspace(0.0, sc.t_final, n_save)
     return simulate(

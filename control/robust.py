@@ -17,9 +17,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.checks import check_all_finite, checked
-from jaxmb.dynamics import bias_forces, inverse_dynamics
-from jaxmb.model import Model
+from jaxmb.algorithms.dynamics import bias_forces, inverse_dynamics
+from jaxmb.multibody.checks import check_all_finite, checked
+from jaxmb.multibody.model import Model
 
 __all__ = ["RobustController", "filtered_error", "sat"]
 
@@ -88,7 +88,7 @@ class RobustController(eqx.Module):
         del t
         _, e_dot, s = filtered_error(self.Lambda, q, qd, desired)
         qdd_r = desired[2] - self.Lambda * e_dot  # eq. (16)
-        # Gamma qdd_r + h - Q_e in one recursive pass (jaxmb.recursive fast path)
+        # Gamma qdd_r + h - Q_e in one recursive pass (jaxmb.algorithms.recursive fast path)
         model_part = inverse_dynamics(self.model, q, qd, qdd_r)
         if self.form == "passivity":
             # replace h = C(q, qd) qd by C(q, qd) qd_r, qd_r = qd - s (eq. (17)). C qd is a

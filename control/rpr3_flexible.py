@@ -25,8 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.flexible import FlexibleJointPlant
-from jaxmb.impact import Contact, Particle
+from jaxmb.actuators.flexible import FlexibleJointPlant
+from jaxmb.constraints.impact import Contact, Particle
+from jaxmb.constraints.projection import assemble
+from jaxmb.control.fourth_order import FourthOrderController, itae_gains, stability_analysis
 from jaxmb.models.planar_rpr import (
     ACTUATED,
     ALPHA,
@@ -36,10 +38,7 @@ from jaxmb.models.planar_rpr import (
     end_effector,
     rpr3,
 )
-from jaxmb.projection import assemble
-from jaxmb.sampled import Impact, simulate_sampled
-
-from .fourth_order import FourthOrderController, itae_gains, stability_analysis
+from jaxmb.simulation.sampled import Impact, simulate_sampled
 
 __all__ = [
     "SECTION_6",

@@ -31,8 +31,8 @@ import numpy as np
 from jaxtyping import ArrayLike
 from scipy import special
 
-from jaxmb.model import Body, Model
-from jaxmb.plant import HydraulicPlant
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.multibody.model import Body, Model
 
 __all__ = [
     "Parameter",

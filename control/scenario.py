@@ -7,11 +7,10 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.model import Model
+from jaxmb.control.robust import RobustController
 from jaxmb.models.series_parallel import series_parallel_3dof
-from jaxmb.simulate import Disturbance, SinusoidReference, WindowedWrench
-
-from .robust import RobustController
+from jaxmb.multibody.model import Model
+from jaxmb.simulation.integrate import Disturbance, SinusoidReference, WindowedWrench
 
 __all__ = ["Scenario", "section_iv", "PAPER_RMSE"]
 

@@ -26,19 +26,24 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
+from jaxmb.control.crane_run import ATOL as CRANE_ATOL
+from jaxmb.control.crane_run import RTOL as CRANE_RTOL
+from jaxmb.control.crane_run import crane_controller
+from jaxmb.control.machine_run import machine_controller
+from jaxmb.control.robust import RobustController
+from jaxmb.control.sampling import (
+    Distribution,
+    leaf_getter,
+    nominal_value,
+    with_leaves,
+    with_point_mass,
+)
+from jaxmb.control.scenario import Scenario, section_iv
+from jaxmb.control.vdc_control import VDCController
 from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, lift_tilt_crane_plant
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulate import ADAPTIVE_SOLVERS, simulate
-
-from .bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
-from .crane_run import ATOL as CRANE_ATOL
-from .crane_run import RTOL as CRANE_RTOL
-from .crane_run import crane_controller
-from .machine_run import machine_controller
-from .robust import RobustController
-from .sampling import Distribution, leaf_getter, nominal_value, with_leaves, with_point_mass
-from .scenario import Scenario, section_iv
-from .vdc_control import VDCController
+from jaxmb.simulation.integrate import ADAPTIVE_SOLVERS, simulate
 
 __all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study", "machine_study"]
 
@@ -52,7 +57,7 @@ class SolverOptions:
     max_steps: int = 200_000
     dt_save: float = 0.01
     dtmin: float = 1e-9
-    method: str = "tsit5"  # a solver name of `jaxmb.simulate.simulate`
+    method: str = "tsit5"  # a solver name of `jaxmb.simulation.integrate.simulate`
 
     def __post_init__(self):
         if self.method not in ADAPTIVE_SOLVERS:

@@ -52,8 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .sampling import Distribution, Parameter
-from .studies import SolverOptions, arm_study, crane_study, machine_study
+from jaxmb.control.sampling import Distribution, Parameter
+from jaxmb.control.studies import SolverOptions, arm_study, crane_study, machine_study
 
 __all__ = ["load_config", "build_study", "read_gains", "write_gains", "SCENARIOS"]
 
@@ -138,7 +138,7 @@ def _relative(cfg: dict, key: str) -> Path:
 
 def _params_of(machine, path) -> dict:
     """The parameter file at ``path``, refused if it is another machine's."""
-    from jaxmb.identification.params_file import read_params
+    from jaxmb.io.params_file import read_params
 
     doc = read_params(path)
     if doc["model"] not in machine.names:
@@ -154,8 +154,8 @@ def _machine(cfg: dict):
     identified parameters of ``[study] params`` (`jaxmb identify`'s params.json) if given."""
     import hashlib
 
-    from jaxmb.identification.hydraulic_route import apply_hydraulics
-    from jaxmb.models.machine import BUILTIN, load_machine
+    from jaxmb.io.machine import BUILTIN, load_machine
+    from jaxmb.io.params_file import apply_hydraulics
 
     name = cfg["study"]["machine"]
     machine = load_machine(name if name in BUILTIN else _relative(cfg, "machine"))

@@ -22,13 +22,17 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.model import coordinate_joint_types
-
-from .crane_tuning import VDC_GAINS, CraneTuningWeights, tune_crane, vdc_controller_with
-from .mc_report import figure_column, write_mc_report
-from .montecarlo import run_study
-from .study_config import build_study, read_gains, write_gains
-from .tuning import GAIN_NAMES, TuningWeights, controller_with, tune
+from jaxmb.control.crane_tuning import (
+    VDC_GAINS,
+    CraneTuningWeights,
+    tune_crane,
+    vdc_controller_with,
+)
+from jaxmb.control.mc_report import figure_column, write_mc_report
+from jaxmb.control.montecarlo import run_study
+from jaxmb.control.study_config import build_study, read_gains, write_gains
+from jaxmb.control.tuning import GAIN_NAMES, TuningWeights, controller_with, tune
+from jaxmb.multibody.model import coordinate_joint_types
 
 __all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS", "check_tune_section"]
 
@@ -50,7 +54,7 @@ def _weights(section: dict, cls):
 def bound_analysis(table, study, gains: dict) -> dict:
     """Per coordinate on a validation sample: kappa, the largest dbar, eq. (25), the ultimate
     bound from that dbar and the measured max error after the transient."""
-    from .bounds import ultimate_bounds
+    from jaxmb.control.bounds import ultimate_bounds
 
     ok = ~np.asarray(table["failed"])
     out = {}

@@ -20,7 +20,7 @@ rather than merely true: with ``kappa_i <= dbar_i`` it falls back to the K-based
 orders of magnitude larger.
 
 Gradients are those of the discrete solve; through the thin boundary layer they are wrong at
-loose tolerances (`jaxmb.simulate.simulate`), so tuning solves at ``rtol = 1e-8`` and a test
+loose tolerances (`jaxmb.simulation.integrate.simulate`), so tuning solves at ``rtol = 1e-8`` and a test
 checks the gradient against central finite differences.
 """
 
@@ -39,12 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmb.checks import failures_as_nan
-
-from .bounds import ultimate_bounds
-from .montecarlo import values_hash
-from .robust import RobustController
-from .studies import ArmStudy
+from jaxmb.control.bounds import ultimate_bounds
+from jaxmb.control.montecarlo import values_hash
+from jaxmb.control.robust import RobustController
+from jaxmb.control.studies import ArmStudy
+from jaxmb.multibody.checks import failures_as_nan
 
 __all__ = [
     "tuning_provenance",

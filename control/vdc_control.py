@@ -54,13 +54,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.checks import checked
-from jaxmb.dynamics import forward_dynamics
-from jaxmb.hydraulics import signed_sqrt
-from jaxmb.plant import HydraulicPlant
-from jaxmb.simulate import desired_state
+from jaxmb.actuators.hydraulics import signed_sqrt
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.algorithms.dynamics import forward_dynamics
+from jaxmb.multibody.checks import checked
+from jaxmb.simulation.integrate import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
-from jaxmb.vdc_bodies import body_gains, body_required_forces
+from jaxmb.vdc.bodies import body_gains, body_required_forces
 
 __all__ = ["VDCController", "VDCTerms", "virtual_stability"]
 
@@ -88,14 +88,14 @@ class VDCTerms(eqx.Module):
 
 class VDCController(eqx.Module):
     r"""The VDC valve-voltage law (see the module docstring) as a controller for
-    `jaxmb.simulate` on a `jaxmb.plant.HydraulicPlant`.
+    `jaxmb.simulation.integrate` on a `jaxmb.actuators.plant.HydraulicPlant`.
 
     Attributes:
         plant: the controller's model of the plant (mechanics, cylinders, valves, friction):
             what it believes, not necessarily what is simulated.
         chain: the VDC decomposition of ``plant.model`` into segments (e.g.
-            `jaxmb.vdc.crane_chain`), segment j driven by ``plant.actuators[j]``; or None: the
-            decomposition into the model's bodies (`jaxmb.vdc_bodies`), which any machine
+            `jaxmb.models.crane.crane_chain`), segment j driven by ``plant.actuators[j]``; or None: the
+            decomposition into the model's bodies (`jaxmb.vdc.bodies`), which any machine
             file's plant has, whatever its geometry. Both give the same required forces when
             ``k_0 = 0``.
         reference: ``q_d(t)``, differentiated three times by autodiff (eq. (90) needs the

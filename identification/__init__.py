@@ -1,28 +1,27 @@
 """jaxmb.identification: identification of inertial, friction and hydraulic parameters from
 logged experiment data (installed from the top-level identification/ folder).
 
-Modules: `logs` (the log format, validation), `signals` (zero-phase filtering,
+Modules: `signals` (zero-phase filtering,
 differentiation, decimation), `regressor` (drive and friction terms, base parameters),
 `least_squares` (OLS/WLS and statistics), `consistent` (log-Cholesky physically consistent
 fits), `rigid` (the regressor route), `output_error` and `hydraulic_route` (hydraulic
 parameters by multiple shooting), `excitation` (optimal Fourier trajectories), `identify` (the
-`jaxmb identify` workflow), `params_file` (identified parameters as a file), `drift` (a free
-run's expected drift from the parameters' uncertainty)."""
+`jaxmb identify` workflow), `drift` (a free
+run's expected drift from the parameters' uncertainty). The log format and the parameter
+file are `jaxmb.io.logs` and `jaxmb.io.params_file`; the log functions are re-exported here."""
 
-from . import consistent as consistent
-from . import drift as drift
-from . import excitation as excitation
-from . import least_squares as least_squares
-from . import logs as logs
-from . import output_error as output_error
-from . import params_file as params_file
-from . import regressor as regressor
-from . import rigid as rigid
-from . import signals as signals
-from .logs import Log as Log
-from .logs import read_log as read_log
-from .logs import schema_for as schema_for
-from .logs import validate_log as validate_log
-from .logs import write_log as write_log
-from .rigid import identify_rigid as identify_rigid
-from .rigid import predict_torques as predict_torques
+from jaxmb.identification import consistent as consistent
+from jaxmb.identification import drift as drift
+from jaxmb.identification import excitation as excitation
+from jaxmb.identification import least_squares as least_squares
+from jaxmb.identification import output_error as output_error
+from jaxmb.identification import regressor as regressor
+from jaxmb.identification import rigid as rigid
+from jaxmb.identification import signals as signals
+from jaxmb.identification.rigid import identify_rigid as identify_rigid
+from jaxmb.identification.rigid import predict_torques as predict_torques
+from jaxmb.io.logs import Log as Log
+from jaxmb.io.logs import read_log as read_log
+from jaxmb.io.logs import schema_for as schema_for
+from jaxmb.io.logs import validate_log as validate_log
+from jaxmb.io.logs import write_log as write_log

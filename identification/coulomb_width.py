@@ -33,9 +33,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .cutoff_choice import white_noise_variance
-from .logs import Log
-from .signals import estimate_derivatives
+from jaxmb.identification.cutoff_choice import white_noise_variance
+from jaxmb.identification.signals import estimate_derivatives
+from jaxmb.io.logs import Log
 
 __all__ = ["FACTOR", "FLOOR", "velocity_noise", "choose_coulomb_width"]
 

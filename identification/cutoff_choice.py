@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .logs import Log
+from jaxmb.io.logs import Log
 
 __all__ = [
     "CANDIDATES",

@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
-from jaxmb.plant import HydraulicPlant
 
 __all__ = ["replay_sensitivity", "replay_std", "expected_rmse"]
 

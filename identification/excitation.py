@@ -34,15 +34,14 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from jaxmb.model import Model
-
-from .regressor import (
+from jaxmb.identification.regressor import (
     base_parameters,
     check_terms,
     full_regressor,
     parameter_names,
     stacked_regressor,
 )
+from jaxmb.multibody.model import Model
 
 __all__ = [
     "FourierTrajectory",
@@ -216,7 +215,7 @@ def constraint_values(
 
 
 def cylinder_stroke_constraints(plant, margin: float = 0.0) -> Constraints:
-    """``g(q) <= 0`` for every cylinder of a `jaxmb.plant.HydraulicPlant` inside
+    """``g(q) <= 0`` for every cylinder of a `jaxmb.actuators.plant.HydraulicPlant` inside
     ``[margin, stroke - margin]``: ``[(margin - x) / stroke, (x - stroke + margin) / stroke]``
     per actuator (dimensionless), ``x`` the piston position (`CylinderMount.position`, m)."""
     actuators = tuple(plant.actuators)

@@ -6,7 +6,7 @@ two stages and a refit, with the report files of the main job:
 2. valve flow coefficients per edge, effective bulk moduli and cylinder Coulomb friction (and
    internal leakage) by output error from a log of positions, chamber pressures and valve
    commands (`output_error`, multiple shooting through the simulation), each signal weighted by
-   its noise level against the model (`output_error.fit_noise_weighted`), each segment's start
+   its noise level against the model (`noise_weighted.fit_noise_weighted`), each segment's start
    state estimated from the samples just after it (`start_states`), the mechanics of stage 1
    either fixed or refined jointly (the boom and payload masses) and internal leakage fitted or
    not: by default whichever predicts held-out segments better (`model_choice`), and the
@@ -34,16 +34,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb import compile_cache
-from jaxmb.hydraulics import StribeckFriction
-from jaxmb.models.machine import Machine, check_reach
-from jaxmb.plant import HydraulicPlant
-
-from . import drift, long_refit, params_file, report, start_states
-from . import mechanics as mech
-from . import model_choice as choice
-from . import output_error as oe
-from .logs import Log, check_uniform, schema_for, window_option
-from .signals import check_cutoff
+from jaxmb.actuators.hydraulics import StribeckFriction
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import drift, long_refit, report, start_states
+from jaxmb.identification import mechanics as mech
+from jaxmb.identification import model_choice as choice
+from jaxmb.identification import output_error as oe
+from jaxmb.identification.signals import check_cutoff
+from jaxmb.io import params_file
+from jaxmb.io.logs import Log, check_uniform, schema_for, window_option
+from jaxmb.io.machine import Machine, check_reach
+from jaxmb.io.params_file import apply_hydraulics
 
 __all__ = [
     "DEFAULT_SELECTORS",
@@ -495,47 +496,3 @@ def _payload_summary(e: mech.MechanicsEstimate, values: dict, stds: dict) -> dic
         "file's values hold by the prior"
         + ("; its mass refined by output error (stage 2)" if refined else ""),
     }
-
-
-def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
-    """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
-    selector of `output_error.HydraulicParameters` (a body's mass, not its centre or inertia)
-    and its positive value (SI), and its
-    identified ``bodies`` (`params_file.apply_bodies`) and ``payload`` (mass, kg; centre, m)
-    where the plant has a payload body."""
-    if doc.get("bodies"):
-        plant = eqx.tree_at(lambda p: p.model, plant, params_file.apply_bodies(plant.model, doc))
-    pay = doc.get("payload")
-    if pay and "payload" in plant.model.body_names:
-        m, c = pay.get("mass"), pay.get("com")
-        ok = isinstance(m, int | float) and np.isfinite(m) and m >= 0
-        ok &= isinstance(c, list) and len(c) == 3 and all(isinstance(x, int | float) for x in c)
-        if not ok:
-            raise ValueError(
-                f"--params: payload: expected mass >= 0 (kg) and com [x, y, z] (m), got {pay!r}"
-            )
-        j = plant.model.body_names.index("payload")
-        plant = eqx.tree_at(
-            lambda p: (p.model.bodies[j].mass, p.model.bodies[j].com),
-            plant,
-            (jnp.asarray(float(m)), jnp.asarray(c, dtype=float)),
-        )
-    values = doc.get("hydraulics", {})
-    if not values:
-        return plant
-    for k, v in values.items():
-        if len(k.split(".")) == 3 and oe.is_entry(k):
-            raise ValueError(
-                f"--params: hydraulics[{k!r}]: a body's centre or inertia belongs in the file's "
-                "'bodies' (or 'payload') entry; 'hydraulics' takes a body's mass only"
-            )
-        low = 0.0 if k.startswith("body.") else None  # a mass may be 0 (no payload)
-        ok = isinstance(v, int | float) and np.isfinite(v) and (v >= 0 if low == 0 else v > 0)
-        if not ok:
-            what = "a number >= 0" if low == 0 else "a positive number"
-            raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
-    try:
-        spec = oe.HydraulicParameters(tuple(values))  # checks the selector names
-        return oe.with_values(plant, {k: values[k] for k in spec.names})  # the plant's leaves
-    except ValueError as err:
-        raise ValueError(f"--params: hydraulics: {err}") from None

@@ -5,7 +5,7 @@
 - a mechanical model (the 3-DoF arm, the KR300, any URDF) with a log of positions and generalized
   forces: the regressor route (`rigid.identify_rigid`): base parameters by weighted least
   squares, then a physically consistent model;
-- a hydraulic machine (a machine file, `jaxmb.models.machine`; the built-in crane is one) with
+- a hydraulic machine (a machine file, `jaxmb.io.machine`; the built-in crane is one) with
   a log of positions, pressures and valve commands: the output-error route (`hydraulic_route`),
   hydraulic parameters by multiple shooting through the simulation, validated by free-run
   replay.
@@ -26,13 +26,20 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxmb.model import coordinate_joint_types
-from jaxmb.models.machine import load_machine
-
-from . import params_file, report
-from .coulomb_width import choose_coulomb_width
-from .cutoff_choice import choose_cutoff
-from .logs import (
+from jaxmb.identification import report
+from jaxmb.identification.coulomb_width import choose_coulomb_width
+from jaxmb.identification.cutoff_choice import choose_cutoff
+from jaxmb.identification.regressor import JOINT_TERMS
+from jaxmb.identification.rigid import (
+    DEFAULT_TERMS,
+    generalized_forces,
+    identify_rigid,
+    predict_torques,
+    unused_drives,
+)
+from jaxmb.identification.signals import check_cutoff
+from jaxmb.io import params_file
+from jaxmb.io.logs import (
     LogError,
     check_uniform,
     read_log,
@@ -41,15 +48,8 @@ from .logs import (
     uniform_segments,
     window_option,
 )
-from .regressor import JOINT_TERMS
-from .rigid import (
-    DEFAULT_TERMS,
-    generalized_forces,
-    identify_rigid,
-    predict_torques,
-    unused_drives,
-)
-from .signals import check_cutoff
+from jaxmb.io.machine import load_machine
+from jaxmb.multibody.model import coordinate_joint_types
 
 __all__ = ["MODELS", "resolve_model", "identify"]
 
@@ -80,9 +80,8 @@ def _kr300_forces() -> dict:
 
 
 def _kr300_drives():
+    from jaxmb.identification.rigid import Drives
     from jaxmb.models.kr300 import GEAR_RATIOS
-
-    from .rigid import Drives
 
     return Drives(gear_ratio={f"q{i + 1}": float(g) for i, g in enumerate(GEAR_RATIOS)})
 
@@ -104,7 +103,7 @@ MODELS: dict[str, tuple[Callable, str]] = {
 
 def resolve_model(name_or_path: str):
     """``(name, model or machine, route)`` for a built-in name, a URDF path (the regressor
-    route) or a machine file (``.toml``, `jaxmb.models.machine`: the hydraulic route)."""
+    route) or a machine file (``.toml``, `jaxmb.io.machine`: the hydraulic route)."""
     if name_or_path in MODELS:
         make, route = MODELS[name_or_path]
         return name_or_path, make(), route
@@ -115,7 +114,7 @@ def resolve_model(name_or_path: str):
         if path.suffix.lower() == ".toml":
             machine = load_machine(path)
             return machine.name, machine, "hydraulic"
-        from jaxmb.models.urdf import load_urdf
+        from jaxmb.io.urdf import load_urdf
 
         return path.stem, load_urdf(path), "rigid"
     raise ValueError(
@@ -216,7 +215,7 @@ def _payload(log, model, source: str):
     ``payload_com`` (m, default the frame's origin) and ``payload_frame`` (default, where every
     body lies on one chain, the frame of the last body, the tool end); None without ``payload_kg`` or with
     0 kg. Refuses, naming the sidecar key, what is not a load on the model."""
-    from .rigid import Payload
+    from jaxmb.identification.rigid import Payload
 
     cond = log.meta.get("conditions", {}) or {}
     where = f"{source}: sidecar conditions"
@@ -463,11 +462,11 @@ def _one_or_list(paths):
 
 
 def _write_urdf(path: Path, name, prior, res, urdf_source, log_paths) -> dict:
-    """The identified model as a URDF (`jaxmb.models.urdf_write`): a copy of the input URDF, or
+    """The identified model as a URDF (`jaxmb.io.urdf_write`): a copy of the input URDF, or
     of the built-in model written as one, with the identified bodies and joint terms. Only a
     physically consistent fit is a model to write; ``{"file": ..., "not_in_file": ...}`` or
     ``{"file": None, "why": ...}`` for the summary."""
-    from jaxmb.models.urdf_write import model_urdf, with_parameters
+    from jaxmb.io.urdf_write import model_urdf, with_parameters
 
     bad = [b for b, ok in res.consistent.items() if not ok]
     if res.method != "consistent" or bad:
@@ -598,7 +597,7 @@ def identify(
                                           ("terms", terms), ("prior_weight", prior_weight))
                                           if v is not None))  # fmt: skip
         else:
-            from .hydraulic_route import identify_hydraulic
+            from jaxmb.identification.hydraulic_route import identify_hydraulic
 
             given = {"--method": method is not None, "--terms": terms is not None,
                      "--gear-ratios/--torque-constants": drives is not None,

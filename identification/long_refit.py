@@ -38,12 +38,11 @@ from collections.abc import Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.hydraulics import StribeckFriction
-from jaxmb.plant import HydraulicPlant
-
-from . import output_error as oe
-from .model_choice import HELD_OUT, extended_theta, masked, spec_for
-from .start_states import estimate_start_states, head_segments
+from jaxmb.actuators.hydraulics import StribeckFriction
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import output_error as oe
+from jaxmb.identification.model_choice import HELD_OUT, extended_theta, masked, spec_for
+from jaxmb.identification.start_states import estimate_start_states, head_segments
 
 __all__ = ["CHOICES", "LONG_TIME", "long_segments", "refit_long"]
 

@@ -48,18 +48,17 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from jaxmb.checks import check_number, check_type
-from jaxmb.hydraulics import StribeckFriction
-from jaxmb.models.machine import Machine
-from jaxmb.plant import HydraulicPlant
-
-from . import consistent as cons
-from . import regressor as rg
-from .least_squares import LeastSquaresFit, least_squares, weak_directions
-from .logs import Log
-from .payload import payload_only
-from .rigid import model_from_parameters
-from .signals import estimate_derivatives, lowpass
+from jaxmb.actuators.hydraulics import StribeckFriction
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import consistent as cons
+from jaxmb.identification import regressor as rg
+from jaxmb.identification.least_squares import LeastSquaresFit, least_squares, weak_directions
+from jaxmb.identification.payload import payload_only
+from jaxmb.identification.rigid import model_from_parameters
+from jaxmb.identification.signals import estimate_derivatives, lowpass
+from jaxmb.io.logs import Log
+from jaxmb.io.machine import Machine
+from jaxmb.multibody.checks import check_number, check_type
 
 __all__ = [
     "CUTOFF",
@@ -265,7 +264,7 @@ def identify_mechanics(
     body is then known (the file's centre) and moved to the right-hand side. Otherwise the payload
     is fitted with the booms. ``stribeck``: fit the static friction force too (see
     `equations`)."""
-    check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.models.machine)")
+    check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.io.machine)")
     check_type(log, Log, "identify_mechanics: log")
     if payload_known is not None:
         check_number(payload_known, "identify_mechanics: payload_known (kg)", at_least=0)

@@ -26,10 +26,10 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.plant import HydraulicPlant
-
-from . import output_error as oe
-from .start_states import estimate_start_states
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import output_error as oe
+from jaxmb.identification.noise_weighted import fit_noise_weighted
+from jaxmb.identification.start_states import estimate_start_states
 
 __all__ = [
     "CHOICES",
@@ -87,7 +87,7 @@ def choose_and_fit(
     max_evaluations: int = 20,
 ) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, oe.Segments, dict]:
     """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks`` and the masses
-    ``refine``; each signal weighted by its noise level (`output_error.fit_noise_weighted`),
+    ``refine``; each signal weighted by its noise level (`noise_weighted.fit_noise_weighted`),
     every segment's start state estimated from ``heads`` when given
     (`start_states.estimate_start_states`). ``mechanics`` and ``leakage`` are "auto" (module
     docstring) or force a choice. Returns the fit, its parameters, the segments with their
@@ -111,7 +111,7 @@ def choose_and_fit(
     kw = dict(max_evaluations=max_evaluations)
     if len(leak_opts) == 1 and len(mech_opts) == 1:
         spec = spec_of(leak_opts[0], mech_opts[0])
-        res, seg = oe.fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
+        res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
         return (
             res,
             spec,
@@ -127,7 +127,7 @@ def choose_and_fit(
         )
     leaky, refined = leak_opts[0], mech_opts[0]
     spec = spec_of(leaky, refined)
-    best, train = oe.fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
+    best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
     # the pilots' scales and start states for every segment, the held-out ones included
     seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
     test = masked(seg, held)

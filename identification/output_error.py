@@ -1,7 +1,7 @@
 r"""Hydraulic parameter identification by output error with multiple shooting.
 
-The plant (a `jaxmb.plant.HydraulicPlant`) is simulated open loop with a log's valve commands
-(`jaxmb.simulate.CommandTable`, linear interpolation of the logged samples) and its parameters
+The plant (a `jaxmb.actuators.plant.HydraulicPlant`) is simulated open loop with a log's valve commands
+(`jaxmb.simulation.integrate.CommandTable`, linear interpolation of the logged samples) and its parameters
 are chosen to minimise the mismatch between simulated and measured pressures and positions:
 
     min_theta 1/2 sum_k sum_j sum_c ((y_c(t_kj; theta, x_k) - y~_c(t_kj)) / s_c)^2
@@ -19,7 +19,7 @@ What is implemented, and what is not:
   chamber pressures Savitzky-Golay smoothed (cubic, 21 ms window), spool states at the logged
   command (steady state), LuGre bristle states at their steady state for the measured piston
   velocity. Those filters lag fast motion, and a fit from them is biased (on the knuckle the
-  telescope's valve edges came out 5 standard deviations off). `fit_noise_weighted` given
+  telescope's valve edges came out 5 standard deviations off). `noise_weighted.fit_noise_weighted` given
   ``heads`` re-estimates every start state after each pilot from the log's every sample just
   after it (`start_states`: multiple shooting with free initial states, solved by blocks; the
   Jacobian of the parameter fit stays P columns wide). The route does not pass ``heads`` yet:
@@ -30,7 +30,7 @@ What is implemented, and what is not:
   that positions and pressures weigh by how much they vary (an explicit ``scales`` mapping
   overrides it). That weighting converges from far away but is not maximum likelihood: an
   encoder's noise is ~1e-4 of its signal's spread, a pressure sensor's ~1e-2, so the angles,
-  which pin the flow most directly, weigh ~100x too little. `fit_noise_weighted` therefore
+  which pin the flow most directly, weigh ~100x too little. `noise_weighted.fit_noise_weighted` therefore
   scales each signal by its own residual RMS (the ML estimate of its noise level, start-state
   errors included; Ljung 1999, ch. 7: maximum likelihood with unknown noise variances),
   alternating fits and rescaling until the two agree, which is what a free-run replay's drift
@@ -53,7 +53,7 @@ What is implemented, and what is not:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import diffrax
 import equinox as eqx
@@ -67,10 +67,20 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
 from jaxmb import compile_cache
-from jaxmb.checks import as_real_array, check_number, check_type
-from jaxmb.hydraulics import LuGreFriction
-from jaxmb.plant import HydraulicPlant
-from jaxmb.simulate import CommandTable, simulate
+from jaxmb.actuators.hydraulics import LuGreFriction
+from jaxmb.actuators.parameters import (
+    COM_AXES,
+    COM_STEP,
+    INERTIA_AXES,
+    HydraulicParameters,
+    is_additive,
+    is_entry,
+    parameter_getter,
+    with_values,
+)
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.multibody.checks import as_real_array, check_number, check_type
+from jaxmb.simulation.integrate import CommandTable, simulate
 
 __all__ = [
     "HydraulicParameters",
@@ -90,7 +100,6 @@ __all__ = [
     "fit",
     "residual_scales",
     "with_scales",
-    "fit_noise_weighted",
     "pilot_segments",
     "free_run_segment",
     "predict",
@@ -101,121 +110,6 @@ __all__ = [
     "strong_types",
     "theta_covariance",
 ]
-
-_PARTS = ("valve", "cylinder", "friction", "body")
-_COM_AXES = {"com_x": 0, "com_y": 1, "com_z": 2}
-_INERTIA_AXES = {"I_xx": 0, "I_yy": 1, "I_zz": 2}
-_BODY_FIELDS = ("mass", *_COM_AXES, *_INERTIA_AXES)
-# a centre of mass moves by COM_STEP * theta (m): steps of O(1) in theta, as for the log leaves
-COM_STEP = 0.1
-
-
-def is_entry(name: str) -> bool:
-    """Whether selector ``name`` is one entry of an array leaf (a body's centre coordinate or
-    inertia diagonal), which `plant_with` sets together with the leaf's other entries."""
-    part, _, field = name.split(".")
-    return part == "body" and (field in _COM_AXES or field in _INERTIA_AXES)
-
-
-def is_additive(name: str) -> bool:
-    """Whether selector ``name`` is additive (a centre-of-mass coordinate), not log-scaled."""
-    part, _, field = name.split(".")
-    return part == "body" and field in _COM_AXES
-
-
-class HydraulicParameters(eqx.Module):
-    """Which plant leaves are identified, by selector name:
-
-    - ``"valve.<actuator>.<field>"``: a `jaxmb.hydraulics.Valve` leaf (``c_pa``, ``c_an``,
-      ``c_pb``, ``c_bn``, ``tau``, ...);
-    - ``"cylinder.<actuator>.<field>"``: a `Cylinder` leaf (``beta``, ``c_int``, ``c_ext``, ...);
-    - ``"friction.<actuator>.<field>"``: the actuator's friction law (Stribeck ``F_c``, ``F_s``,
-      ``v_s``, ``sigma``; LuGre ``sigma0``, ``sigma1``, ``sigma2``, ``F_c``, ``F_s``, ``v_s``);
-    - ``"body.<body>.mass"``: a body's mass (e.g. an unknown payload);
-    - ``"body.<body>.com_x"`` (``_y``, ``_z``): a coordinate of its centre of mass in its
-      frame, additive (`COM_STEP`): a centre may sit at 0 or below it;
-    - ``"body.<body>.I_xx"`` (``I_yy``, ``I_zz``): a diagonal entry of its inertia about its
-      centre.
-
-    Each positive value is ``reference * exp(theta)``: ``reference`` defaults to the value in
-    the (nominal) plant the functions are given; a leaf whose nominal is 0 (leakage) needs an
-    entry in ``reference`` (then theta starts at 0, i.e. at that reference). A centre's
-    coordinate is ``nominal + COM_STEP * theta``."""
-
-    names: tuple[str, ...] = eqx.field(static=True)
-    reference: tuple[tuple[str, float], ...] = eqx.field(static=True)
-
-    def __init__(self, names: Sequence[str], reference: Mapping[str, float] | None = None):
-        names = tuple(names)
-        if not names:
-            raise ValueError("HydraulicParameters: names must hold at least one selector")
-        if len(set(names)) != len(names):
-            raise ValueError(f"HydraulicParameters: duplicate names in {names}")
-        for n in names:
-            parts = n.split(".")
-            if len(parts) != 3 or parts[0] not in _PARTS:
-                raise ValueError(
-                    f"HydraulicParameters: selector {n!r} must read '<part>.<name>.<field>' "
-                    f"with part one of {_PARTS}"
-                )
-            if parts[0] == "body" and parts[2] not in _BODY_FIELDS:
-                raise ValueError(
-                    f"HydraulicParameters: {n!r}: a body's field is one of {_BODY_FIELDS}"
-                )
-        reference = dict(reference or {})
-        unknown = sorted(set(reference) - set(names))
-        if unknown:
-            raise ValueError(f"HydraulicParameters: reference for unknown names {unknown}")
-        for k, v in reference.items():
-            if is_additive(k):
-                raise ValueError(f"HydraulicParameters: {k!r} is additive: it takes no reference")
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"HydraulicParameters: reference[{k!r}] must be > 0, got {v}")
-        self.names = names
-        self.reference = tuple((k, float(v)) for k, v in reference.items())
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-
-def parameter_getter(plant: HydraulicPlant, name: str):
-    """A function ``plant -> value`` for selector ``name`` (checked against ``plant``): a leaf,
-    or for a body's centre coordinate or inertia diagonal an entry of one (read-only: not a
-    `equinox.tree_at` target; `plant_with` sets entries)."""
-    part, who, field = name.split(".")
-    if part == "body":
-        if who not in plant.model.body_names:
-            raise ValueError(
-                f"parameter {name!r}: no body {who!r}; bodies are {plant.model.body_names}"
-            )
-        j = plant.model.body_names.index(who)
-        if field in _COM_AXES:
-            k = _COM_AXES[field]
-            return lambda p: p.model.bodies[j].com[k]
-        if field in _INERTIA_AXES:
-            k = _INERTIA_AXES[field]
-            return lambda p: p.model.bodies[j].inertia[k, k]
-        return lambda p: p.model.bodies[j].mass
-    if who not in plant.actuator_names:
-        raise ValueError(
-            f"parameter {name!r}: no actuator {who!r}; actuators are {plant.actuator_names}"
-        )
-    i = plant.actuator_names.index(who)
-    owner = getattr(plant.actuators[i], part)
-    if owner is None or not hasattr(owner, field) or not eqx.is_array(getattr(owner, field)):
-        kind = type(owner).__name__
-        raise ValueError(f"parameter {name!r}: {kind} of actuator {who!r} has no leaf {field!r}")
-    return lambda p: getattr(getattr(p.actuators[i], part), field)
-
-
-def with_values(plant: HydraulicPlant, values: Mapping[str, float]) -> HydraulicPlant:
-    """``plant`` with each selector of ``values`` (a leaf: a valve's, cylinder's or friction
-    law's parameter, a body's mass) set to its value, strongly typed (`strong_types`)."""
-    getters = [parameter_getter(plant, n) for n in values]
-    return eqx.tree_at(
-        lambda p: [g(p) for g in getters], plant,
-        [jnp.asarray(float(v), dtype=float) for v in values.values()],
-    )  # fmt: skip
 
 
 def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array, Array]:
@@ -292,11 +186,11 @@ def plant_with(
         if is_entry(n):
             _, who, field = n.split(".")
             j = plant.model.body_names.index(who)
-            if field in _COM_AXES:
+            if field in COM_AXES:
                 com = arrays.get((j, "com"), plant.model.bodies[j].com)
-                arrays[j, "com"] = com.at[_COM_AXES[field]].set(values[i])
+                arrays[j, "com"] = com.at[COM_AXES[field]].set(values[i])
             else:
-                k = _INERTIA_AXES[field]
+                k = INERTIA_AXES[field]
                 inertia = arrays.get((j, "inertia"), plant.model.bodies[j].inertia)
                 arrays[j, "inertia"] = inertia.at[k, k].set(values[i])
     if not arrays:
@@ -792,13 +686,9 @@ def with_scales(segments: Segments, scales: Float[np.ndarray, " c"]) -> Segments
     return eqx.tree_at(lambda s: s.scale, segments, jnp.asarray(sc))
 
 
-_PILOT_TOL = 1e-3  # relative tolerances of `fit_noise_weighted`'s pilot fits
-# the scales have settled when every signal's residual RMS is within this of its scale
-_SCALE_TOL = 0.1
-_MAX_PILOTS = 4
 # pilots fit every other segment that enters the residual, if that leaves at least this many:
 # half the simulation (a 60 s crane log: 31 s of pilots instead of 59 s) for scales whose
-# sampling error is about 1 / sqrt(2 K) of a signal's RMS (9 % at K = 60, within `_SCALE_TOL`).
+# sampling error is about 1 / sqrt(2 K) of a signal's RMS (9 % at K = 60, within `noise_weighted`'s tolerance).
 # A quarter measured 5 s less but its scales came out 10-30 % apart from the whole log's.
 _PILOT_MIN_SEGMENTS = 16
 
@@ -818,56 +708,6 @@ def pilot_segments(segments: Segments) -> Segments:
         lambda s: [getattr(s, f) for f in _PER_SEGMENT], segments,
         [getattr(segments, f)[take] for f in _PER_SEGMENT],
     )  # fmt: skip
-
-
-def fit_noise_weighted(
-    plant: HydraulicPlant,
-    spec: HydraulicParameters,
-    segments: Segments,
-    *,
-    theta0=None,
-    max_evaluations: int = 40,
-    dt: float = 1e-3,
-    heads: Segments | None = None,
-) -> tuple[OutputErrorResult, Segments]:
-    """`fit` with every signal scaled by its own residual RMS (`residual_scales`; module
-    docstring): maximum likelihood with unknown noise variances, by alternating the fit and
-    the variances until they agree.
-
-    Pilot fits, each stopped once a step lowers the cost by less than 1e-3 of it (``ftol``),
-    start from ``segments``' own scales; after each, every signal is rescaled by its residual
-    RMS, until each RMS is within 10 % of the scale it was fitted with (at most four pilots);
-    then the fit to the final tolerance from there, on every segment. The pilots fit half the
-    segments (`pilot_segments`), every other one, where the log has enough. One rescaling is
-    not enough: under the spreads' scales a precise signal (a 10 um telescope encoder) holds
-    so little of the cost that the first pilot stops long before that signal's residual
-    reaches its noise (on the knuckle's 40 s log the telescope's RMS came out 10x its final
-    value, so it weighed 100x too little in the fit).
-
-    Given ``heads`` (`start_states.head_segments`: the log's every sample just after each
-    segment's start), every segment's start state is re-estimated after each pilot for the
-    pilot's parameters (`start_states.estimate_start_states`): the measured start velocities
-    and pressures are biased where the motion is fast, and a fit from them bends the valves to
-    explain the wrong transients. Returns the fit and the segments with the scales and start
-    states it used."""
-    weighted, theta = segments, theta0
-    for _ in range(_MAX_PILOTS):
-        used = pilot_segments(weighted)
-        pilot = fit(
-            plant, spec, used, theta0=theta, max_evaluations=max_evaluations, dt=dt,
-            xtol=_PILOT_TOL, ftol=_PILOT_TOL,
-        )  # fmt: skip
-        theta, old = pilot.theta, np.asarray(weighted.scale)
-        weighted = with_scales(weighted, residual_scales(pilot, used))
-        if heads is not None:
-            from .start_states import estimate_start_states
-
-            fitted = plant_with(jnp.asarray(theta), plant, spec)
-            weighted = estimate_start_states(fitted, heads, weighted, dt=dt)
-        if np.all(np.abs(np.log(np.asarray(weighted.scale) / old)) < np.log1p(_SCALE_TOL)):
-            break
-    res = fit(plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt)
-    return res, weighted
 
 
 def free_run_segment(

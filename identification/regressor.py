@@ -35,8 +35,8 @@ import numpy as np
 import scipy.linalg as sla
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb import dynamics
-from jaxmb.model import Model
+from jaxmb.algorithms import dynamics
+from jaxmb.multibody.model import Model
 
 __all__ = [
     "JOINT_TERMS",

@@ -18,12 +18,17 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.models.machine import Machine, check_reach
-
-from . import output_error as oe
-from . import params_file, report
-from .hydraulic_route import DISPLAY, apply_hydraulics, log_columns, required_signals
-from .logs import schema_for, write_log
+from jaxmb.identification import output_error as oe
+from jaxmb.identification import report
+from jaxmb.identification.hydraulic_route import (
+    DISPLAY,
+    apply_hydraulics,
+    log_columns,
+    required_signals,
+)
+from jaxmb.io import params_file
+from jaxmb.io.logs import schema_for, write_log
+from jaxmb.io.machine import Machine, check_reach
 
 __all__ = ["replay"]
 

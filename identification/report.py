@@ -18,7 +18,7 @@ def refuse_non_finite(
     """Raise ValueError, before anything is written, where an estimate came out NaN (or inf,
     unless ``allow_inf``: a std of a direction the log does not determine). The commands trace
     their programs with run-time checks that give NaN instead of raising
-    (`jaxmb.checks.failures_as_nan`), so this is where such a failure surfaces, by name."""
+    (`jaxmb.multibody.checks.failures_as_nan`), so this is where such a failure surfaces, by name."""
     ok = (lambda a: ~np.isnan(a)) if allow_inf else np.isfinite
     bad = [k for k, v in values.items() if not ok(np.asarray(v, dtype=float)).all()]
     if bad:

@@ -28,15 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.checks import check_number, check_type
-from jaxmb.dynamics import inertial_parameters, inverse_dynamics
-from jaxmb.model import Body, Model, replace_body
-
-from . import consistent as cons
-from . import regressor as rg
-from .least_squares import LeastSquaresFit, least_squares, weak_directions
-from .logs import Log
-from .signals import estimate_derivatives, lowpass
+from jaxmb.algorithms.dynamics import inertial_parameters, inverse_dynamics
+from jaxmb.identification import consistent as cons
+from jaxmb.identification import regressor as rg
+from jaxmb.identification.least_squares import LeastSquaresFit, least_squares, weak_directions
+from jaxmb.identification.signals import estimate_derivatives, lowpass
+from jaxmb.io.logs import Log
+from jaxmb.multibody.checks import check_number, check_type
+from jaxmb.multibody.model import Body, Model, replace_body
 
 __all__ = [
     "DEFAULT_TERMS",

@@ -18,7 +18,7 @@ run as the fit, each signal divided by its noise level; the start sample's measu
 coordinates and pressures enter as residuals too. Every tenth sample is not enough: fitted on
 the fit's own samples, the start states absorbed the valve errors and the telescope drifted
 53x. This is multiple shooting with free initial states (Bock & Plitt 1984), solved by blocks:
-`output_error.fit_noise_weighted` alternates it with the parameter fit. Measured on the same
+`noise_weighted.fit_noise_weighted` alternates it with the parameter fit. Measured on the same
 log with the true plant's parameters: start velocities 5-10x and pressures 2-4x closer to the
 truth; the fit from those states put every parameter within 2.1 standard deviations of the
 truth, and the replay drifted 0.87x, 1.15x and 1.09x as far as the true plant's."""
@@ -34,10 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxmb.checks import check_number, check_type
-from jaxmb.plant import HydraulicPlant
-
-from .output_error import (
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification.output_error import (
     Segments,
     make_segments,
     per_device,
@@ -45,6 +43,7 @@ from .output_error import (
     strong_types,
     with_scales,
 )
+from jaxmb.multibody.checks import check_number, check_type
 
 __all__ = ["head_segments", "estimate_start_states", "start_state_residuals"]
 

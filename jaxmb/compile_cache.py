@@ -4,7 +4,7 @@ A closed-loop crane simulation or an identification compiles for tens of seconds
 makes that a one-time cost per shape: the second run of a command with the same shapes loads
 its programs from disk. JAX writes no program that holds a host callback (a raising
 ``equinox.error_if``, a progress meter) to the cache, so the commands trace their programs
-inside `jaxmb.checks.failures_as_nan` and raise from the returned status instead.
+inside `jaxmb.multibody.checks.failures_as_nan` and raise from the returned status instead.
 
 Off unless asked for. With jaxlib 0.10.2 on CPU, loading one of the project's programs back
 from the cache kills the process (a segmentation fault in XLA while it deserializes the

@@ -51,7 +51,7 @@ from jaxmb.identification import output_error as oe  # noqa: E402
 from jaxmb.identification import rigid  # noqa: E402
 from jaxmb.identification.excitation import FourierTrajectory  # noqa: E402
 from jaxmb.identification.hydraulic_route import _plant_for, hydraulic_selectors  # noqa: E402
-from jaxmb.identification.logs import Log, read_log, schema_for  # noqa: E402
+from jaxmb.io.logs import Log, read_log, schema_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def output_error_route():
     from jaxmb.identification.mechanics import identify_mechanics
     from jaxmb.identification.model_choice import choose_and_fit
     from jaxmb.identification.start_states import head_segments
-    from jaxmb.models.machine import load_machine
+    from jaxmb.io.machine import load_machine
 
     log = Log(cols["t"], {k: v for k, v in cols.items() if k != "t"}, {})
     crane = load_machine("crane")

@@ -1,5 +1,5 @@
 """What the run-time input checks cost: the Section IV closed loop (20 s) and the arm's forward
-dynamics vmapped over 10^4 states, with the checks (`jaxmb.checks.check_finite` and
+dynamics vmapped over 10^4 states, with the checks (`jaxmb.multibody.checks.check_finite` and
 `check_all_finite` on the state arguments, as shipped) and with them replaced by the identity,
 in the same process. (One `equinox.error_if` per argument cost 40 % of the batched forward
 dynamics, as each splits the fused computation under vmap; one per call costs a few percent.)
@@ -22,9 +22,13 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import jaxmb  # noqa: E402
-from jaxmb import dynamics, kinematics, plant, projection, recursive, vdc  # noqa: E402
-from jaxmb import simulate as simulate_module  # noqa: E402
+from jaxmb import vdc  # noqa: E402
+from jaxmb.actuators import plant  # noqa: E402
+from jaxmb.algorithms import dynamics, recursive  # noqa: E402
+from jaxmb.constraints import projection  # noqa: E402
 from jaxmb.control import robust, section_iv  # noqa: E402
+from jaxmb.multibody import kinematics  # noqa: E402
+from jaxmb.simulation import integrate as simulate_module  # noqa: E402
 
 MODULES = (dynamics, kinematics, recursive, projection, vdc, simulate_module)
 ALL = (dynamics, plant, robust, projection)

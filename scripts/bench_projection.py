@@ -31,7 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
-from jaxmb import projection as pj  # noqa: E402
+from jaxmb.constraints import projection as pj  # noqa: E402
 
 MIN = jaxmb.models.series_parallel_3dof(full=True)
 DEP = jaxmb.models.series_parallel_3dof_dependent()

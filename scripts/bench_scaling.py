@@ -5,7 +5,7 @@ Pinocchio's crba, nonLinearEffects and aba on the same states, in one process.
 The models are `jaxmb.models.random_tree_urdf` serial chains and branching trees of n moving
 joints (1-DoF revolute or prismatic, plus fixed joints that Pinocchio merges), loaded by
 `jaxmb.load_urdf` and `pinocchio.buildModelFromXML` from the same XML. Each jaxmb path is forced
-through `jaxmb.terms` (``unrolled``: Python loops over the frames; ``scan``: `jax.lax.scan`
+through `jaxmb.algorithms.terms` (``unrolled``: Python loops over the frames; ``scan``: `jax.lax.scan`
 sweeps; ``aba``: articulated-body forward dynamics, itself a scan), next to the public default
 (``auto``, with its input checks) and the path that ``auto`` resolves to at that size. Every
 path is checked against Pinocchio before it is timed.
@@ -68,7 +68,7 @@ import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
 import jaxmb  # noqa: E402
-from jaxmb import terms  # noqa: E402
+from jaxmb.algorithms import terms  # noqa: E402
 from jaxmb.models import random_tree_urdf  # noqa: E402
 
 

@@ -21,8 +21,8 @@ import jaxmb.identification  # noqa: E402
 import jaxmb.identification.mechanics  # noqa: E402
 import jaxmb.identification.output_error as _oe  # noqa: E402
 import jaxmb.identification.rigid as _rigid  # noqa: E402
-import jaxmb.sampled  # noqa: E402
-from jaxmb.simulate import simulate  # noqa: E402
+import jaxmb.simulation.sampled  # noqa: E402
+from jaxmb.simulation.integrate import simulate  # noqa: E402
 
 ARM = jaxmb.models.series_parallel_3dof()
 RPR = jaxmb.models.rpr3()
@@ -100,7 +100,7 @@ CASES = [
         r"frame_jacobian: model: expected a Model, got ConstrainedSystem",
     ),
     (
-        lambda: jaxmb.projection.projector(ARM, jnp.zeros(7)),
+        lambda: jaxmb.constraints.projection.projector(ARM, jnp.zeros(7)),
         r"projector: system: expected a ConstrainedSystem, got Model",
     ),
     (
@@ -126,7 +126,9 @@ CASES = [
         rf"simulate: ts: {_REAL}list of strings",
     ),
     (
-        lambda: jaxmb.sampled.simulate_sampled(ARM, _pd, _ref, "abc", Q3, t_final=0.1, h=1e-3),
+        lambda: jaxmb.simulation.sampled.simulate_sampled(
+            ARM, _pd, _ref, "abc", Q3, t_final=0.1, h=1e-3
+        ),
         rf"simulate_sampled: q0: {_REAL}str",
     ),
     # identification
@@ -177,7 +179,7 @@ CASES = [
     ),
     (
         lambda: jaxmb.identification.mechanics.identify_mechanics("crane", LOG),
-        r"identify_mechanics: machine \(see jaxmb.models.machine\): expected Machine, got str",
+        r"identify_mechanics: machine \(see jaxmb.io.machine\): expected Machine, got str",
     ),
     (
         lambda: _oe.make_segments(CRANE, LOG),

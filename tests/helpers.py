@@ -147,14 +147,14 @@ def spec_crane_loops():
 
 def spec_crane_plant(payload=0.0):
     """The spec's crane with cylinder bodies, Stribeck friction and its valves, built by hand."""
-    from jaxmb.hydraulics import (
+    from jaxmb.actuators.hydraulics import (
         Cylinder,
         CylinderMount,
         HydraulicActuator,
         StribeckFriction,
         Valve,
     )
-    from jaxmb.plant import HydraulicPlant
+    from jaxmb.actuators.plant import HydraulicPlant
 
     S = SPEC_CRANE
     frames = [
@@ -233,7 +233,7 @@ def pinocchio_agrees(xml: str, model, armature=None, seed=0):
 def file_armature(xml: str, coordinates) -> np.ndarray:
     """Each coordinate's ``G^2 J_m`` from its transmission's Drake rotor inertia and gear
     ratio."""
-    from jaxmb.models.urdf_write import DRAKE_NS
+    from jaxmb.io.urdf_write import DRAKE_NS
 
     root = ET.fromstring(xml)
     out = []
@@ -249,7 +249,7 @@ def file_armature(xml: str, coordinates) -> np.ndarray:
 
 def without_payload(src, dst, window=None):
     """A copy of a log whose sidecar does not say what the tool carries."""
-    from jaxmb.identification.logs import Log, read_log, write_log
+    from jaxmb.io.logs import Log, read_log, write_log
 
     log = read_log(src)
     log = log if window is None else log.window(*window)

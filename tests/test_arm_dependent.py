@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import projection as pj
-from jaxmb.simulate import SinusoidReference, simulate
+from jaxmb.constraints import projection as pj
+from jaxmb.simulation.integrate import SinusoidReference, simulate
 
 DEP = jaxmb.models.series_parallel_3dof_dependent()
 MIN = jaxmb.models.series_parallel_3dof(full=True)

@@ -16,8 +16,8 @@ import pytest
 import jaxmb
 import jaxmb.control
 from jaxmb.cli import _negative_values, build_parser, main
-from jaxmb.models.urdf import UrdfError, UrdfWarning
-from jaxmb.simulate import simulate
+from jaxmb.io.urdf import UrdfError, UrdfWarning
+from jaxmb.simulation.integrate import simulate
 
 INERTIAL = (
     '<inertial><mass value="1"/>'
@@ -268,7 +268,7 @@ Y_BAD_P = {
     **Y0,
     "actuators": {**Y0["actuators"], "lift": {**Y0["actuators"]["lift"], "p_a": jnp.nan}},
 }
-CHAIN = jaxmb.vdc.crane_chain(CRANE.model)
+CHAIN = jaxmb.models.crane.crane_chain(CRANE.model)
 CONTROLLER = jaxmb.control.RobustController(ARM, 1.0, 30.0, 50.0, 1e-4)
 
 STATE_CASES = [
@@ -282,14 +282,15 @@ STATE_CASES = [
     (lambda: jaxmb.forward_dynamics(ARM, Q, ZERO, ZERO, BAD_WRENCH), "wrench on frame 'F3'"),
     (lambda: jaxmb.wrench_forces(ARM, Q, "F3", BAD_WRENCH["F3"]), "wrench: must be finite"),
     (lambda: jaxmb.frame_jacobian(ARM, NAN3, "F3"), "q: must be finite"),
-    (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.full(7, jnp.nan), jnp.zeros(7)), "q: must"),
-    (lambda: jaxmb.projection.forward_dynamics(RPR, jnp.ones(7), jnp.ones(7), jnp.full(7, jnp.inf)), "f: must"),
+    (lambda: jaxmb.constraints.projection.forward_dynamics(RPR, jnp.full(7, jnp.nan), jnp.zeros(7)), "q: must"),
+    (lambda: jaxmb.constraints.projection.forward_dynamics(RPR, jnp.ones(7), jnp.ones(7),
+                                                           jnp.full(7, jnp.inf)), "f: must"),
     (lambda: CRANE.vector_field(0.0, Y0, jnp.array([jnp.nan, 0.0])), "command: must be finite"),
     (lambda: CRANE.vector_field(0.0, Y_BAD_P, jnp.zeros(2)), "actuator 'lift' state 'p_a': must"),
     (lambda: jaxmb.vdc.actuator_forces(CHAIN, Y0["q"], INF3[:2], jnp.zeros(2)), "qd: must"),
     (lambda: CONTROLLER(0.0, Q, ZERO, (NAN3, ZERO, ZERO)), "desired q_d: must be finite"),
     (lambda: jaxmb.vdc.required_forces(CHAIN, *[Y0["q"]] * 4, jnp.eye(6), BAD_WRENCH["F3"]), "F_D_r: must"),
-    (lambda: jaxmb.projection.assemble(RPR, {"theta1": math.nan}), "assemble: fixed 'theta1': must"),
+    (lambda: jaxmb.constraints.projection.assemble(RPR, {"theta1": math.nan}), "assemble: fixed 'theta1': must"),
     (lambda: jaxmb.mass_matrix(ARM, jnp.zeros(2)), r"q: expected shape \(3,\)"),
     (lambda: jaxmb.Body("b", "F1", 1.0, [0.0, 0.0], np.eye(3)), r"body 'b': com: expected shape"),
     (lambda: jaxmb.Frame("f", translation=[1.0, 2.0]), r"frame 'f': translation: expected shape"),
@@ -342,7 +343,9 @@ def test_traced_non_finite_input_is_refused_at_run_time():
     qs = jnp.array([[0.1, 0.2], [jnp.nan, 0.2]])
     with pytest.raises(RuntimeError, match="q: must be finite"):
         jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
-    with jaxmb.checks.failures_as_nan():  # batched studies: the bad row is NaN, the good one not
+    with (
+        jaxmb.multibody.checks.failures_as_nan()
+    ):  # batched studies: the bad row is NaN, the good one not
         M = jax.vmap(jaxmb.mass_matrix, in_axes=(None, 0))(two, qs)
     assert np.isfinite(M[0]).all() and np.isnan(M[1]).any()
 
@@ -532,7 +535,7 @@ def test_cli_arguments_are_validated(argv, message):
 
 def test_equinox_errors_are_runtime_errors():
     """What the run-time route raises is a RuntimeError (documented in STYLE.md)."""
-    f = eqx.filter_jit(lambda x: jaxmb.checks.check_finite(x, "x"))
+    f = eqx.filter_jit(lambda x: jaxmb.multibody.checks.check_finite(x, "x"))
     with pytest.raises(RuntimeError, match="x: must be finite"):
         f(jnp.array([jnp.nan]))
 

@@ -10,11 +10,11 @@ from jaxmb.cli import main
 
 
 def test_default_runs_the_main_job_on_the_bundled_logs(monkeypatch):
-    import jaxmb.cli as cli
+    import jaxmb.commands.identify as identify
 
     seen = {}
     # build_parser binds identify_cmd when main() calls it, so the stand-in records the args
-    monkeypatch.setattr(cli, "identify_cmd", lambda args: seen.update(vars(args)) or 0)
+    monkeypatch.setattr(identify, "identify_cmd", lambda args: seen.update(vars(args)) or 0)
     assert main([]) == 0
     assert seen["model"] == "kr300" and [p.rsplit("_", 1)[-1] for p in seen["log"]] == ["A.parquet"]
     assert [v.rsplit("_", 1)[-1] for v in seen["validate"]] == ["B.parquet", "C.parquet"]

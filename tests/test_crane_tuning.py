@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb.checks import failures_as_nan
 from jaxmb.control import study_config
 from jaxmb.control.crane_run import crane_controller
 from jaxmb.control.crane_tuning import (
@@ -30,6 +29,7 @@ from jaxmb.control.crane_tuning import (
 from jaxmb.control.montecarlo import read_results
 from jaxmb.control.tune_run import TUNING_OFFSET
 from jaxmb.control.tuning import gains_of
+from jaxmb.multibody.checks import failures_as_nan
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb.dynamics import kinetic_energy
-from jaxmb.flexible import FlexibleJointPlant, rigid_limit
-from jaxmb.impact import (
+from jaxmb.actuators.flexible import FlexibleJointPlant, rigid_limit
+from jaxmb.algorithms.dynamics import kinetic_energy
+from jaxmb.constraints.impact import (
     Contact,
     Particle,
     contact_jacobian,
@@ -20,10 +20,10 @@ from jaxmb.impact import (
     gap,
     impact_jump,
 )
-from jaxmb.model import Body, Frame, Model
+from jaxmb.constraints.projection import assemble, constraint_jacobian, projector
 from jaxmb.models.planar_rpr import ACTUATED, rpr3
-from jaxmb.projection import assemble, constraint_jacobian, projector
-from jaxmb.sampled import Impact, simulate_sampled
+from jaxmb.multibody.model import Body, Frame, Model
+from jaxmb.simulation.sampled import Impact, simulate_sampled
 
 DEG = np.pi / 180
 ALPHA, B7 = 60 * DEG, 0.15  # Section 6: angle FDE, DQ
@@ -152,7 +152,7 @@ def test_flexible_drives_on_a_minimal_coordinate_model(arm):
     """The same drives on a `Model` (the series-parallel arm, whose closed chain is a
     coordinate map), through `simulate`: under gravity, unforced and undamped, the energy of
     links, rotors and springs is constant."""
-    from jaxmb.simulate import simulate
+    from jaxmb.simulation.integrate import simulate
 
     plant = FlexibleJointPlant(
         arm, arm.coordinate_names, rotor_inertia=1e-4, gear_ratio=50.0, stiffness=5000.0

@@ -10,7 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxmb.actuators.reduced import reduced_terms, task_jacobian
+from jaxmb.algorithms.dynamics import bias_forces, mass_matrix
 from jaxmb.cli import main
+from jaxmb.constraints.projection import assemble, constraint_jacobian, projector
 from jaxmb.control.fourth_order import (
     FourthOrderController,
     _torque_for_snap,
@@ -20,10 +23,7 @@ from jaxmb.control.fourth_order import (
     task_inertia,
 )
 from jaxmb.control.rpr3_flexible import initial_configuration, reference, section6_plant
-from jaxmb.dynamics import bias_forces, mass_matrix
 from jaxmb.models.planar_rpr import end_effector
-from jaxmb.projection import assemble, constraint_jacobian, projector
-from jaxmb.reduced import reduced_terms, task_jacobian
 
 PLANT = section6_plant()
 SYSTEM = PLANT.system

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.hydraulics import (
+from jaxmb.actuators.hydraulics import (
     Cylinder,
     CylinderMount,
     LuGreFriction,
@@ -15,7 +15,7 @@ from jaxmb.hydraulics import (
     Valve,
     signed_sqrt,
 )
-from jaxmb.plant import limit_events
+from jaxmb.actuators.plant import limit_events
 
 BAR = 1e5
 
@@ -277,8 +277,8 @@ def test_bad_parameters_are_named():
     with pytest.raises(ValueError, match="StribeckFriction: v_eps"):
         StribeckFriction(210, 300, 5e-3, 330, 0.0)
     with pytest.raises(ValueError, match="base_frame 'nowhere' is not a frame"):
-        from jaxmb.hydraulics import HydraulicActuator
-        from jaxmb.plant import HydraulicPlant
+        from jaxmb.actuators.hydraulics import HydraulicActuator
+        from jaxmb.actuators.plant import HydraulicPlant
 
         p = jaxmb.models.lift_tilt_crane_plant()
         a = p.actuators[0]
@@ -305,8 +305,8 @@ def test_second_order_spool_and_lugre_are_differentiable():
 def test_a_plant_with_direct_joint_torques_and_a_hydraulic_elbow():
     """The arm with a valve-driven elbow cylinder and electric phi, theta: the static solution
     (piston force and the two torques together, B [f; tau] = -Q_g) holds it still."""
-    from jaxmb.hydraulics import HydraulicActuator
-    from jaxmb.plant import HydraulicPlant
+    from jaxmb.actuators.hydraulics import HydraulicActuator
+    from jaxmb.actuators.plant import HydraulicPlant
 
     arm = jaxmb.models.series_parallel_3dof(full=True)
     elbow = HydraulicActuator(

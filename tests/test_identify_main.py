@@ -94,8 +94,8 @@ def test_kr300_motor_side_torques_through_the_gears():
     """The recordings' motor-side torques times the published gear ratios are the joint torques
     (the converter's tau_ columns), so a motor-side log identifies the same model."""
     from jaxmb.identification.identify import DRIVES
-    from jaxmb.identification.logs import read_log
     from jaxmb.identification.rigid import generalized_forces
+    from jaxmb.io.logs import read_log
 
     log = read_log(KR / "kr300_traj_B.parquet")
     names = [f"q{i}" for i in range(1, 7)]
@@ -123,7 +123,7 @@ def test_kr300_identified_urdf(kr300_run):
     parameter file's model; the counterbalance, outside the rigid-body model, is named."""
     from helpers import pinocchio_agrees
 
-    from jaxmb.identification import params_file
+    from jaxmb.io import params_file
     from jaxmb.models.kr300 import kr300
 
     out, summary = kr300_run
@@ -200,7 +200,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     # error, and a valve's flow goes with the root of the load it holds, docs/hydraulic-machines.md)
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
-    from jaxmb.models.machine import load_machine
+    from jaxmb.io.machine import load_machine
 
     crane = load_machine("crane", payload=60.0)
     hyd = {k: v for k, v in truth.items()

@@ -16,10 +16,11 @@ from helpers import pinocchio_agrees
 
 import jaxmb
 from jaxmb import cli
-from jaxmb.identification import params_file, rigid
 from jaxmb.identification import regressor as rg
+from jaxmb.identification import rigid
 from jaxmb.identification.excitation import FourierTrajectory
-from jaxmb.identification.logs import Log, write_log
+from jaxmb.io import params_file
+from jaxmb.io.logs import Log, write_log
 from jaxmb.models import random_tree_urdf
 
 SEED = 3
@@ -282,7 +283,7 @@ def _with_payload(model, mass, com):
     for mk, ck in ((m0, c0), (mass, com)):
         d = ck - c
         I = I + mk * (d @ d * np.eye(3) - np.outer(d, d))
-    return jaxmb.model.replace_body(model, b.name, mass=m, com=c, inertia=I)
+    return jaxmb.multibody.model.replace_body(model, b.name, mass=m, com=c, inertia=I)
 
 
 def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, capsys):

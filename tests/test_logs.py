@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.identification.logs import (
+from jaxmb.io.logs import (
     Log,
     LogError,
     read_log,

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from jaxmb.identification.hydraulic_route import log_columns, with_held
-from jaxmb.identification.logs import Log, read_log
 from jaxmb.identification.long_refit import LONG_TIME, STRIDE, long_segments, long_selectors
 from jaxmb.identification.model_choice import HELD_OUT, spec_for
 from jaxmb.identification.output_error import (
@@ -19,7 +18,8 @@ from jaxmb.identification.output_error import (
     make_segments,
     residuals_and_jacobian,
 )
-from jaxmb.models.machine import load_machine
+from jaxmb.io.logs import Log, read_log
+from jaxmb.io.machine import load_machine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "synthetic_crane"
 

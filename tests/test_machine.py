@@ -1,4 +1,4 @@
-"""Machines from files (URDF + TOML machine file, `jaxmb.models.machine`): the crane's files
+"""Machines from files (URDF + TOML machine file, `jaxmb.io.machine`): the crane's files
 against the spec typed in and built by hand (closed-form planar loops), the loops of a 3-D
 machine with a prismatic joint closed by kinematics, its energy conserved with the valves shut,
 and every bad machine file refused by name before anything compiles."""
@@ -14,10 +14,10 @@ import pytest
 from helpers import SPEC_CRANE, spec_crane_plant
 
 import jaxmb
-from jaxmb.hydraulics import HydraulicActuator
-from jaxmb.identification.logs import LogError, write_log
-from jaxmb.models.machine import MachineFileError, check_reach, load_machine, machine_path
-from jaxmb.plant import HydraulicPlant
+from jaxmb.actuators.hydraulics import HydraulicActuator
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.io.logs import LogError, write_log
+from jaxmb.io.machine import MachineFileError, check_reach, load_machine, machine_path
 
 KNUCKLE = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
 # float64 between two exact formulations of the same plant: round-off only

@@ -1,4 +1,4 @@
-"""VDC on any machine file (`jaxmb.vdc_bodies`, `jaxmb.control.machine_run`) and the machine
+"""VDC on any machine file (`jaxmb.vdc.bodies`, `jaxmb.control.machine_run`) and the machine
 workflows around it: the required forces against the paper's segment recursion (crane) and
 against inverse dynamics (knuckle boom with a telescope), a perfect-model closed loop that
 tracks its task, and `jaxmb simulate`, `montecarlo` and `tune` on the knuckle's file."""
@@ -17,10 +17,10 @@ import jaxmb
 from jaxmb.cli import main
 from jaxmb.control.crane_run import GAINS
 from jaxmb.control.machine_run import closed_loop_run, machine_controller
-from jaxmb.models.crane import abcd_reference
-from jaxmb.models.machine import load_machine
-from jaxmb.vdc import M_A, chain_bodies, crane_chain, required_forces
-from jaxmb.vdc_bodies import body_gains, body_required_forces
+from jaxmb.io.machine import load_machine
+from jaxmb.models.crane import abcd_reference, crane_chain
+from jaxmb.vdc import M_A, chain_bodies, required_forces
+from jaxmb.vdc.bodies import body_gains, body_required_forces
 
 KNUCKLE = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
 

@@ -11,7 +11,7 @@ import pytest
 import jaxmb
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification.regressor import INERTIAL_NAMES
-from jaxmb.models.machine import load_machine
+from jaxmb.io.machine import load_machine
 
 KNUCKLE = Path(__file__).resolve().parents[1] / "data/machines/knuckle_telescope"
 

@@ -16,7 +16,6 @@ import pytest
 from helpers import backend_compiles
 
 from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
-from jaxmb.identification.logs import read_log
 from jaxmb.identification.output_error import (
     COM_STEP,
     HydraulicParameters,
@@ -31,6 +30,7 @@ from jaxmb.identification.output_error import (
     theta_covariance,
     value_std,
 )
+from jaxmb.io.logs import read_log
 from jaxmb.models.crane import lift_tilt_crane_plant
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "synthetic_crane"
@@ -352,7 +352,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
-from jaxmb.identification.logs import read_log
+from jaxmb.io.logs import read_log
 from jaxmb.identification.output_error import make_segments, residuals_and_jacobian
 from jaxmb.identification.output_error import HydraulicParameters
 from jaxmb.models.crane import lift_tilt_crane_plant

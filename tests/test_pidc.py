@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import projection as pj
+from jaxmb.constraints import projection as pj
 from jaxmb.control import (
     ProjectedInverseDynamics,
     hybrid_motion_force,
@@ -150,9 +150,9 @@ def test_integral_force_loop_removes_the_force_error_of_a_wrong_model():
     10 ms force sensor, while the motion is unchanged (the force and motion loops decouple)."""
     import equinox as eqx
 
+    from jaxmb.actuators.plant import ForceSensedPlant
     from jaxmb.control import HybridForceControl
-    from jaxmb.plant import ForceSensedPlant
-    from jaxmb.simulate import SinusoidReference, simulate
+    from jaxmb.simulation.integrate import SinusoidReference, simulate
 
     plant_sys, model_sys = jaxmb.models.slider_crank(m=1.0), jaxmb.models.slider_crank(m=0.8)
     plant = ForceSensedPlant(plant_sys, tau=0.01)

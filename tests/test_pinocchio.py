@@ -123,7 +123,10 @@ def test_large_trees_match_pinocchio(kw):
     for the mass matrix, bias forces, gravity and inverse dynamics, ABA for forward dynamics."""
     xml = random_tree_urdf(**kw)
     model = jaxmb.load_urdf(xml)
-    assert jaxmb.terms.recursion(model) == "scan" and jaxmb.terms.solver(model) == "aba"
+    assert (
+        jaxmb.algorithms.terms.recursion(model) == "scan"
+        and jaxmb.algorithms.terms.solver(model) == "aba"
+    )
     pm = pin.buildModelFromXML(xml)
     pd = pm.createData()
     names = [pm.names[i] for i in range(1, pm.njoints)]

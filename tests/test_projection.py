@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import projection as pj
+from jaxmb.constraints import projection as pj
 
 RPR = jaxmb.models.rpr3()
 ARM = jaxmb.models.series_parallel_3dof_dependent()

@@ -78,7 +78,7 @@ def test_christoffel_C_skew_and_consistent_with_h(sys_):
 
 @given(systems)
 def test_recursive_fast_path_equals_the_definition(sys_):
-    """RNEA on the augmented tree mapped by E (jaxmb.recursive) vs eqs. (9)-(13) by autodiff."""
+    """RNEA on the augmented tree mapped by E (jaxmb.algorithms.recursive) vs eqs. (9)-(13) by autodiff."""
     model, q, qd, qdd = sys_
     rel_close(bias_rnea(model, q, qd), bias_lagrangian(model, q, qd), 1e-10)
     tau = inverse_dynamics(model, q, qd, qdd)

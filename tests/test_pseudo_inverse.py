@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb.pseudo_inverse import pinv, rank
+from jaxmb.constraints.pseudo_inverse import pinv, rank
 
 
 @pytest.mark.parametrize("shape", [(2, 5), (5, 2), (4, 4)])

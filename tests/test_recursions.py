@@ -1,5 +1,5 @@
 """The fast paths of issue 11 against their definitions and against each other: the scan sweeps
-(jaxmb.tree_dynamics) against the unrolled recursions (jaxmb.recursive) and the Jacobian /
+(jaxmb.algorithms.tree_dynamics) against the unrolled recursions (jaxmb.algorithms.recursive) and the Jacobian /
 Lagrangian definitions; ABA against the Cholesky solve, on trees and through closed-chain maps;
 the one-pass terms against the separate public functions; the module factorisation U D U^T;
 and program size that does not grow with n. Pinocchio at 100 bodies is in test_pinocchio.py."""
@@ -11,10 +11,10 @@ import pytest
 from helpers import bias_lagrangian
 
 import jaxmb
-from jaxmb import terms
-from jaxmb import tree as tree_module
+from jaxmb.algorithms import terms
+from jaxmb.algorithms.udut import modules, udut, udut_inverse_dynamics
 from jaxmb.models import random_tree_urdf
-from jaxmb.udut import modules, udut, udut_inverse_dynamics
+from jaxmb.multibody import tree as tree_module
 
 TREES = {
     "serial9": dict(n=9, seed=1),

@@ -1,4 +1,4 @@
-"""The Rosenbrock solver (`jaxmb.rosenbrock.Rodas4`): classical order against an exact solution,
+"""The Rosenbrock solver (`jaxmb.simulation.rosenbrock.Rodas4`): classical order against an exact solution,
 L-stability on a stiff problem, adaptive accuracy, gradients, and the Section IV loop against a
 tight explicit solve."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxmb.control import section_iv
-from jaxmb.rosenbrock import Rodas4
-from jaxmb.simulate import simulate
+from jaxmb.simulation.integrate import simulate
+from jaxmb.simulation.rosenbrock import Rodas4
 
 SOLVERS = {"rodas4": (Rodas4(), 4)}
 

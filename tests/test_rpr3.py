@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb
-from jaxmb import projection as pj
+from jaxmb.constraints import projection as pj
 from jaxmb.control import ProjectedInverseDynamics
 from jaxmb.models import planar_rpr
-from jaxmb.simulate import desired_state, simulate
+from jaxmb.simulation.integrate import desired_state, simulate
 
 SYSTEM = jaxmb.models.rpr3()
 DEG = np.pi / 180

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.signal
 
-from jaxmb.identification.logs import Log, resample, sampling_report
 from jaxmb.identification.signals import (
     decimate,
     differentiate,
@@ -16,6 +15,7 @@ from jaxmb.identification.signals import (
     lowpass,
     savgol_window,
 )
+from jaxmb.io.logs import Log, resample, sampling_report
 
 FS = 1000.0
 DT = 1 / FS

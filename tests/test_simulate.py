@@ -1,4 +1,4 @@
-"""jaxmb.simulate against exact solutions, failure handling, gradients and batching."""
+"""jaxmb.simulation.integrate against exact solutions, failure handling, gradients and batching."""
 
 import diffrax
 import equinox as eqx
@@ -9,7 +9,7 @@ import pytest
 
 import jaxmb
 from jaxmb.control import RobustController
-from jaxmb.simulate import Disturbance, SinusoidReference, WindowedWrench, simulate
+from jaxmb.simulation.integrate import Disturbance, SinusoidReference, WindowedWrench, simulate
 
 M_SLIDER = 2.0
 
@@ -66,7 +66,7 @@ def test_damped_oscillator_matches_closed_form(solver):
 
 
 def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
-    """``progress=True`` outside jit: the solve runs as `jaxmb.simulate.CHUNKS` calls of one
+    """``progress=True`` outside jit: the solve runs as `jaxmb.simulation.integrate.CHUNKS` calls of one
     compiled program with the bar moved between them (no host callback in the program, so the
     persistent compilation cache keeps it). The same closed form as the single solve; a failure
     mid-run (the controller gives NaN from t = 1 s on) fails it as the single solve fails: not
@@ -83,7 +83,7 @@ def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
     def breaks(t, q, qd, desired):
         return jnp.where(t > 1.0, jnp.nan, -k * q - c * qd)
 
-    with jaxmb.checks.failures_as_nan():  # the NaN force fails the solve, not a check
+    with jaxmb.multibody.checks.failures_as_nan():  # the NaN force fails the solve, not a check
         runs = [simulate(slider(), breaks, ZERO_REF, one, 0 * one, ts, rtol=1e-10, atol=1e-12,
                          dtmin=1e-6, throw=False, progress=p) for p in (False, True)]  # fmt: skip
     t = np.asarray(ts)

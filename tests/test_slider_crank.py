@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import projection as pj
-from jaxmb.simulate import DriftCorrection, simulate
+from jaxmb.constraints import projection as pj
+from jaxmb.simulation.integrate import DriftCorrection, simulate
 
 M_, L_, G_ = 1.3, 0.7, 9.81
 SYSTEM = jaxmb.models.slider_crank(M_, L_, G_)

@@ -7,7 +7,7 @@ import pytest
 from helpers import rot_x, rot_z, skew_np
 
 import jaxmb
-from jaxmb import spatial
+from jaxmb.multibody import spatial
 
 
 def random_transform(rng):

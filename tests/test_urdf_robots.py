@@ -22,7 +22,7 @@ import pinocchio as pin
 import pytest
 
 import jaxmb
-from jaxmb.models.urdf import UrdfError, UrdfWarning
+from jaxmb.io.urdf import UrdfError, UrdfWarning
 
 _DIST = importlib.metadata.distribution("example-robot-data")
 ROBOTS = os.fspath(_DIST.locate_file("cmeel.prefix/share/example-robot-data/robots"))

@@ -1,4 +1,4 @@
-"""URDF export (`jaxmb.models.urdf_write`): what jaxmb writes, Pinocchio (an independent C++
+"""URDF export (`jaxmb.io.urdf_write`): what jaxmb writes, Pinocchio (an independent C++
 reader and implementation) loads to the same dynamics, and jaxmb loads back to the same model.
 
 Issue 31, point 3: the identified model as a URDF. The whole-CLI checks (a URDF robot, the
@@ -13,11 +13,11 @@ from helpers import file_armature, mass_matrix, pinocchio_agrees
 
 import jaxmb
 from jaxmb.identification.identify import LIMITS
-from jaxmb.model import replace_body
+from jaxmb.io.urdf_write import DRAKE_NS, model_urdf, rpy_from_rotation, with_parameters
+from jaxmb.io.urdf_xml import _rpy_matrix
 from jaxmb.models import random_tree_urdf
 from jaxmb.models.kr300 import kr300, kr300_drives
-from jaxmb.models.urdf_write import DRAKE_NS, model_urdf, rpy_from_rotation, with_parameters
-from jaxmb.models.urdf_xml import _rpy_matrix
+from jaxmb.multibody.model import replace_body
 
 
 def _perturbed(model, seed):

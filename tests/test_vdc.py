@@ -1,5 +1,5 @@
 """Virtual decomposition (Petrovic & Mattila (2022)) against the Lagrangian minimal-coordinate
-models of jaxmb, Newton-Euler sums by jaxmb.spatial, and the paper's own identities."""
+models of jaxmb, Newton-Euler sums by jaxmb.multibody.spatial, and the paper's own identities."""
 
 import equinox as eqx
 import jax
@@ -10,7 +10,9 @@ from helpers import SPEC_CRANE, spec_crane_loops
 
 import jaxmb
 from jaxmb import vdc
-from jaxmb.spatial import (
+from jaxmb.models.crane import crane_chain
+from jaxmb.models.series_parallel import arm_elbow_chain, arm_elbow_drive, arm_elbow_segment
+from jaxmb.multibody.spatial import (
     adjoint,
     compose,
     inverse,
@@ -47,7 +49,7 @@ def random_body(rng):
     """A physically realisable body: principal moments a+b, b+c, c+a, random axes."""
     a, b, c = rng.uniform(0.1, 2.0, 3)
     axis = rng.normal(size=3)
-    R = jaxmb.spatial.rot_axis_angle(axis / np.linalg.norm(axis), rng.uniform(-3, 3))
+    R = jaxmb.multibody.spatial.rot_axis_angle(axis / np.linalg.norm(axis), rng.uniform(-3, 3))
     inertia = R @ jnp.diag(jnp.array([a + b, b + c, c + a])) @ R.T
     return vdc.RigidBody(rng.uniform(1, 10), rng.normal(size=3), 0.5 * (inertia + inertia.T))
 
@@ -113,7 +115,7 @@ W_TOOL = jnp.array(
 def test_crane_actuator_forces_match_lagrangian(which, seed, wrench, request):
     """Theorem 3 (eq. (68)) over two segments equals the full Lagrangian plant's cylinder forces."""
     model = request.getfixturevalue(which)
-    chain = vdc.crane_chain(model)
+    chain = crane_chain(model)
     q, qd, qdd = crane_states(seed)
     W = W_TOOL if wrench else jnp.zeros(6)
     f_ref = crane_reference(model, q, qd, qdd, W)
@@ -125,8 +127,8 @@ def test_crane_actuator_forces_match_lagrangian(which, seed, wrench, request):
 def test_crane_nominal_model_has_massless_cylinders(crane):
     """crane_chain of the nominal model (booms only, no coordinate map: pins from the spec's
     constants) is the full model's chain with massless tubes and rods."""
-    nominal = vdc.crane_chain(jaxmb.models.lift_tilt_crane())
-    full = vdc.crane_chain(crane)
+    nominal = crane_chain(jaxmb.models.lift_tilt_crane())
+    full = crane_chain(crane)
     for j in range(2):
         full = eqx.tree_at(
             lambda c, j=j: (c.segments[j].tube, c.segments[j].piston),
@@ -142,7 +144,7 @@ def test_crane_nominal_model_has_massless_cylinders(crane):
 def test_crane_geometry_and_offsets(crane):
     """Segment strokes equal the plant's pin distances; the tool and the segment-2 driven point
     move as jaxmb's frames do (eqs. (24)-(31) against body Jacobians)."""
-    chain = vdc.crane_chain(crane)
+    chain = crane_chain(crane)
     q, qd, qdd = crane_states(3, 3)
     loops = spec_crane_loops()
     for k in range(3):
@@ -179,16 +181,16 @@ def _R_L_Bc2():
 def test_crane_l_c_does_not_change_forces(crane_payload):
     """l_cj (where B_4j sits on the piston) is a modelling choice: eq. (68) must not see it."""
     q, qd, qdd = crane_states(4)
-    ref = crane_vdc(vdc.crane_chain(crane_payload, l_c=0.30), q, qd, qdd, W_TOOL)
+    ref = crane_vdc(crane_chain(crane_payload, l_c=0.30), q, qd, qdd, W_TOOL)
     for l_c in (0.05, -0.4):
-        out = crane_vdc(vdc.crane_chain(crane_payload, l_c=l_c), q, qd, qdd, W_TOOL)
+        out = crane_vdc(crane_chain(crane_payload, l_c=l_c), q, qd, qdd, W_TOOL)
         np.testing.assert_allclose(out.f_c, ref.f_c, rtol=1e-11)
         np.testing.assert_allclose(out.F_c, ref.F_c, rtol=1e-11, atol=1e-8)
 
 
 def newton_euler_base_wrench(model, q, qd, qdd, T_SC, W_tool):
     """[m; f] the ground exerts on the whole machine at frame C: the sum over bodies of
-    (M a + V x* M V - weight), moved to C, minus the tool wrench (jaxmb.spatial only)."""
+    (M a + V x* M V - weight), moved to C, minus the tool wrench (jaxmb.multibody.spatial only)."""
     # body twists V = J qd and accelerations a = J qdd + Jdot qd (jvp along (qd, qdd))
     V, a = jax.jvp(lambda q_, qd_: jaxmb.body_jacobians(model, q_) @ qd_, (q, qd), (qd, qdd))
     total = jnp.zeros(6)
@@ -208,8 +210,8 @@ def newton_euler_base_wrench(model, q, qd, qdd, T_SC, W_tool):
 
 def test_theorem_4_driven_point_force_is_newton_euler_sum(crane_payload):
     """Eq. (69) at segment 1 (the ground's force on the crane, at A1) equals the rate of change
-    of every body's momentum minus its weight and the tool wrench, summed by jaxmb.spatial."""
-    chain = vdc.crane_chain(crane_payload)
+    of every body's momentum minus its weight and the tool wrench, summed by jaxmb.multibody.spatial."""
+    chain = crane_chain(crane_payload)
     q, qd, qdd = crane_states(5, 3)
     A1 = jnp.asarray(jaxmb.models.crane.CYLINDERS["lift"]["base"][1])
     out = crane_vdc(chain, q, qd, qdd, W_TOOL)
@@ -222,7 +224,7 @@ def test_theorem_4_driven_point_force_is_newton_euler_sum(crane_payload):
 
 def test_appendix_a_form_equals_eq_68(crane_payload):
     """Eq. (68) and its two-step form (A.14)-(A.15) agree, for the crane's both segments."""
-    chain = vdc.crane_chain(crane_payload)
+    chain = crane_chain(crane_payload)
     q, qd, qdd = crane_states(6, 2)
     for k in range(2):
         out = vdc.actuator_forces(chain, q[k], qd[k], qdd[k], F_D=-vdc.to_vdc(W_TOOL))
@@ -246,11 +248,11 @@ def arm_full():
 
 @eqx.filter_jit
 def arm_both(model, q, qd, qdd, W):
-    chain = vdc.arm_elbow_chain(model)
+    chain = arm_elbow_chain(model)
 
     def one(q, qd, qdd):
         ref = jaxmb.inverse_dynamics(model, q, qd, qdd, {"F3": W})[2]
-        z, zd, zdd, R_WC, V_c, Vd_c = vdc.arm_elbow_drive(model, q, qd, qdd)
+        z, zd, zdd, R_WC, V_c, Vd_c = arm_elbow_drive(model, q, qd, qdd)
         out = vdc.actuator_forces(
             chain, z, zd, zdd, V_c=V_c, Vd_c=Vd_c, R_WC=R_WC, F_D=-vdc.to_vdc(W)
         )
@@ -282,9 +284,9 @@ def test_loop_closure_signs_rates_and_printed_forms(crane, arm_full):
     """atan2 angles add up (q_j = q_j1 + q_j2); they equal the printed -arccos of eqs. (19)-(20)
     where sin q_j < 0 (crane lift, arm elbow) and +arccos where sin q_j > 0 (crane tilt); the
     rates of eqs. (21)-(23) are the derivatives (jax.jvp)."""
-    chain = vdc.crane_chain(crane)
+    chain = crane_chain(crane)
     segs = [(chain.segments[0], 0, chain.q_offset[0]), (chain.segments[1], 1, chain.q_offset[1])]
-    segs.append((vdc.arm_elbow_segment(arm_full), None, 0.0))
+    segs.append((arm_elbow_segment(arm_full), None, 0.0))
     q, _, _ = crane_states(9, 4)
     for seg, i, off in segs:
         qs = q[:, i] + off if i is not None else jnp.linspace(-2.4, -0.8, 4)
@@ -307,7 +309,7 @@ def test_loop_closure_signs_rates_and_printed_forms(crane, arm_full):
 
 def test_driving_point_velocity_is_consistent(crane_payload):
     """Eq. (30): T_1j V from the link (eq. (26)) equals T_2j V from the cylinder (eq. (29))."""
-    chain = vdc.crane_chain(crane_payload)
+    chain = crane_chain(crane_payload)
     rng = np.random.default_rng(10)
     for seg, qj in zip(chain.segments, [-2.0, 2.3], strict=True):
         V_c = jnp.asarray(rng.normal(size=6))
@@ -317,7 +319,7 @@ def test_driving_point_velocity_is_consistent(crane_payload):
 
 def test_U_matches_jaxmb_adjoint_and_boundary_roundtrip():
     rng = np.random.default_rng(11)
-    R = np.asarray(jaxmb.spatial.rot_axis_angle(np.array([0.6, 0.0, 0.8]), 0.9))
+    R = np.asarray(jaxmb.multibody.spatial.rot_axis_angle(np.array([0.6, 0.0, 0.8]), 0.9))
     r = rng.normal(size=3)
     V_A, F_B = jnp.asarray(rng.normal(size=6)), jnp.asarray(rng.normal(size=6))
     Ad_BA = adjoint(*inverse((R, r)))  # twists from A to B coordinates, jaxmb [omega; v]
@@ -331,7 +333,7 @@ def test_U_matches_jaxmb_adjoint_and_boundary_roundtrip():
 
 
 def test_rigid_body_identities_and_newton_euler():
-    """M_A SPD, C_A skew (x^T C x = 0), and eq. (7) equals jaxmb.spatial's Newton-Euler
+    """M_A SPD, C_A skew (x^T C x = 0), and eq. (7) equals jaxmb.multibody.spatial's Newton-Euler
     (M a + V x* M V - weight) for a random body, state and orientation."""
     rng = np.random.default_rng(12)
     g_W = jnp.array([0.0, -9.81, 0.0])
@@ -346,7 +348,9 @@ def test_rigid_body_identities_and_newton_euler():
         x = jnp.asarray(rng.normal(size=6))
         np.testing.assert_allclose(x @ C @ x, 0.0, atol=1e-11)
         V, Vd = jnp.asarray(rng.normal(size=6)), jnp.asarray(rng.normal(size=6))
-        R_WA = jaxmb.spatial.rot_axis_angle(jnp.array([0.0, 0.6, 0.8]), rng.uniform(-3, 3))
+        R_WA = jaxmb.multibody.spatial.rot_axis_angle(
+            jnp.array([0.0, 0.6, 0.8]), rng.uniform(-3, 3)
+        )
         Msp = spatial_inertia(b.mass, b.com, b.inertia)  # jaxmb order [omega; v]
         Vj, aj = vdc.from_vdc(V), vdc.from_vdc(Vd)
         f_w = b.mass * (R_WA.T @ g_W)
@@ -370,7 +374,7 @@ def test_rigid_body_rejects_bad_numbers():
         vdc.RigidBody(1.0, jnp.zeros(3), -jnp.eye(3))
     with pytest.raises(ValueError, match="RevoluteSegment: L "):
         vdc.RevoluteSegment(0.0, 1.0, 1.0, 0.1)
-    chain = vdc.crane_chain(jaxmb.models.lift_tilt_crane(full=True))
+    chain = crane_chain(jaxmb.models.lift_tilt_crane(full=True))
     with pytest.raises(ValueError, match="q: expected shape"):
         vdc.actuator_forces(chain, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
 
@@ -474,10 +478,10 @@ def test_revolute_then_prismatic_chain_matches_lagrangian(crane):
         coordinate_map=LiftTelescope(),
         augmented_names=("q1", "alpha_lift", "s_lift", "xt"),
     )
-    lift = vdc.crane_chain(crane).segments[0]
+    lift = crane_chain(crane).segments[0]
     b1 = jnp.arctan2(SPEC_CRANE["B1"][1], SPEC_CRANE["B1"][0])  # B_11 is L turned by b1
     lift = eqx.tree_at(lambda s: (s.R_B1E, s.r_B1E), lift, (rot_z(-b1) @ R_LP, rot_z(-b1) @ p_LP))
-    base = vdc.crane_chain(crane)
+    base = crane_chain(crane)
     chain = vdc.VDCChain(
         (lift, prismatic_segment(bodies)),
         crane.gravity,
@@ -504,7 +508,7 @@ def test_required_forces_reduce_to_actual_and_virtual_stability(crane_payload):
     """With required = actual, eqs. (76)-(77) return eq. (68)-(69) and all errors vanish; in
     general dv_A/dt = (V_r - V)^T (F*_r - F*) - (V_r - V)^T K_A (V_r - V) for every frame of
     eq. (94) (C_A skew-symmetric), the identity behind eq. (99)."""
-    chain = vdc.crane_chain(crane_payload)
+    chain = crane_chain(crane_payload)
     q, qd, qdd = crane_states(15, 3)
     rng = np.random.default_rng(15)
     qd_r = qd + jnp.asarray(rng.normal(size=qd.shape)) * 0.2
@@ -554,7 +558,7 @@ def test_grad_wrt_body_mass_matches_finite_differences(crane):
         return eqx.tree_at(lambda mo: mo.bodies[0].mass, crane, m)
 
     def f_vdc(m):
-        return vdc.actuator_forces(vdc.crane_chain(with_mass(m)), q, qd, qdd).f_c[0]
+        return vdc.actuator_forces(crane_chain(with_mass(m)), q, qd, qdd).f_c[0]
 
     m0 = crane.bodies[0].mass
     f_vdc = jax.jit(f_vdc)

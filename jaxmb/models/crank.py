@@ -12,10 +12,10 @@ branch ``q2 = pi`` on which C stays at the origin.
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ..kinematics import frame_pose
-from ..model import Body, Frame, Model
-from ..projection import AbstractConstraint, ConstrainedSystem
-from ..pseudo_inverse import ATOL
+from jaxmb.constraints.projection import AbstractConstraint, ConstrainedSystem
+from jaxmb.constraints.pseudo_inverse import ATOL
+from jaxmb.multibody.kinematics import frame_pose
+from jaxmb.multibody.model import Body, Frame, Model
 
 __all__ = ["SliderConstraint", "slider_crank"]
 

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ..model import Body, Frame, Model, replace_body
+from jaxmb.multibody.model import Body, Frame, Model, replace_body
 
 __all__ = [
     "KR300_DH",

@@ -1,5 +1,5 @@
 r"""The 3-RPR planar parallel manipulator of Ider et al., Section 6 (rigid joints; its flexible
-drives are `jaxmb.flexible.FlexibleJointPlant` on this system, and the whole case study is
+drives are `jaxmb.actuators.flexible.FlexibleJointPlant` on this system, and the whole case study is
 `jaxmb.control.rpr3_flexible`).
 
 Three legs, each a revolute base joint (actuated: theta1, theta3, theta5 at A, B, C), a prismatic
@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..kinematics import frame_pose
-from ..model import Body, CoordinateMap, Frame, Model
-from ..projection import ConstrainedSystem, PointCoincidence, StackedConstraints
+from jaxmb.constraints.projection import ConstrainedSystem, PointCoincidence, StackedConstraints
+from jaxmb.multibody.kinematics import frame_pose
+from jaxmb.multibody.model import Body, CoordinateMap, Frame, Model
 
 __all__ = [
     "RPR3_COORDINATES",

@@ -7,8 +7,8 @@ distributions)."""
 
 import numpy as np
 
-from ..model import Model
-from .urdf import load_urdf
+from jaxmb.io.urdf import load_urdf
+from jaxmb.multibody.model import Model
 
 __all__ = ["random_tree_urdf", "serial_chain"]
 

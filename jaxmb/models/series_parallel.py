@@ -9,15 +9,29 @@ coordinates without constraint forces.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
-from ..checks import checked, runtime_check
-from ..model import Body, CoordinateMap, Frame, Model
-from ..projection import ConstrainedSystem, PointCoincidence
-from ..spatial import rot_x
+from jaxmb.constraints.projection import ConstrainedSystem, PointCoincidence
+from jaxmb.multibody.checks import checked, runtime_check
+from jaxmb.multibody.model import Body, CoordinateMap, Frame, Model
+from jaxmb.multibody.spatial import rot_x
+from jaxmb.vdc.chain import VDCChain
+from jaxmb.vdc.from_model import (
+    cylinder_bodies,
+    driven_point_motion,
+    fixed_placement,
+    frames_by_name,
+    rigid_bodies_on,
+)
+from jaxmb.vdc.rigid_body import zero_body
+from jaxmb.vdc.segments import RevoluteSegment, angle_from_stroke
 
 __all__ = [
+    "arm_elbow_segment",
+    "arm_elbow_chain",
+    "arm_elbow_drive",
     "TriangleLoop",
     "series_parallel_3dof",
     "series_parallel_3dof_dependent",
@@ -170,3 +184,78 @@ def series_parallel_3dof_dependent() -> ConstrainedSystem:
     model = Model(frames, bodies, gravity=[0.0, 0.0, -9.81], augmented_names=augmented)
     closure = PointCoincidence("P", jnp.zeros(3), "B3", jnp.array([L0, 0.0, 0.0]), express_in="B2")
     return ConstrainedSystem(model, closure)
+
+
+def _arm_pins(model: Model):
+    """Cylinder base pin A and elbow J in B2 coordinates. B_0j (x from A toward J) is taken
+    parallel to B2, as in the spec, where A and J both lie on B2's x axis."""
+    fr = frames_by_name(model)
+    J = fr["F2"].translation
+    A = fr["K"].translation if "K" in fr else J - jnp.stack([model.coordinate_map.L0, 0.0, 0.0])
+    return A, J
+
+
+def arm_elbow_segment(model: Model, l_c: float = 0.20) -> RevoluteSegment:
+    r"""The elbow of the 3-DoF arm (shared/specs/series_parallel_3dof.md) as a revolute segment.
+
+    ``q_j1`` = cylinder base A (``[2 - L0, 0, 0]`` in B2), ``q_j`` = the elbow (origin of B3),
+    ``q_j2`` = rod pin B (``[L0, 0, 0]`` in B3): ``L_j = L_j1 = L0``, ``x_j0 = l0``, ``q_j = zeta``
+    and ``x_j = delta``. ``B_0j`` has B2's axes at A; ``B_1j`` is B3. ``L_j`` is a massless virtual
+    part of link 1 (link 1's dynamics belong to the motor-driven joints), ``L_j1`` is link 2, the
+    tube is the cylinder K (``B_3j`` = K), the piston is P (``P_1j`` = P); ``E_1j = D_1n`` = F3.
+    Needs ``series_parallel_3dof(full=True)`` for the cylinder bodies (else they are massless)."""
+    A, J = _arm_pins(model)
+    cmap = model.coordinate_map
+    tube, piston = cylinder_bodies(model, "cylinder", "piston", l_c)
+    R_tool, r_tool = fixed_placement(model, "F3", "B3")
+    return RevoluteSegment(
+        L=jnp.linalg.norm(J - A),
+        L1=cmap.L0,
+        x0=cmap.l0,
+        l_c=l_c,
+        R_B1E=R_tool,
+        r_B1E=r_tool,
+        link0=zero_body(),
+        link1=rigid_bodies_on(model, "B3", jnp.eye(3), jnp.zeros(3)),
+        tube=tube,
+        piston=piston,
+    )
+
+
+def arm_elbow_chain(model: Model, l_c: float = 0.20) -> VDCChain:
+    """The one-segment chain of `arm_elbow_segment`; its coordinate is ``zeta`` (rad), its driven
+    frame moves with link 1 (pass `arm_elbow_drive`'s ``R_WC, V_c, Vd_c``)."""
+    return VDCChain((arm_elbow_segment(model, l_c),), model.gravity)
+
+
+@eqx.filter_jit
+def arm_elbow_drive(
+    model: Model,
+    q: Float[ArrayLike, "3"],
+    qd: Float[ArrayLike, "3"],
+    qdd: Float[ArrayLike, "3"],
+) -> tuple[
+    Float[Array, "1"],
+    Float[Array, "1"],
+    Float[Array, "1"],
+    Float[Array, "3 3"],
+    Float[Array, "6"],
+    Float[Array, "6"],
+]:
+    r"""Inputs of `arm_elbow_chain` from the arm's ``(q, qd, qdd)`` (``q = [phi, theta, delta]``):
+    ``(zeta, zetad, zetadd, R_WC, V_c, Vd_c)``. zeta is the inverse of eq. (18) on the printed
+    branch (``sin zeta < 0``), its rates by `jax.jvp`; the driven frame B_0j (B2's axes at A) moves
+    with link 1 (`driven_point_motion` of B2)."""
+    seg = arm_elbow_segment(model)
+    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
+
+    def zeta(d):
+        return angle_from_stroke(seg, d, branch=-1)
+
+    def zeta_rate(d, dd):
+        return jax.jvp(zeta, (d,), (dd,))
+
+    (z, zd), (_, zdd) = jax.jvp(zeta_rate, (q[2], qd[2]), (qd[2], qdd[2]))
+    A, _ = _arm_pins(model)
+    R_WC, V_c, Vd_c = driven_point_motion(model, "B2", q, qd, qdd, jnp.eye(3), A)
+    return z[None], zd[None], zdd[None], R_WC, V_c, Vd_c

@@ -1,0 +1,41 @@
+"""What drives a model: hydraulic cylinders, valves and friction (`hydraulics`), the
+loops cylinder bodies close (`cylinder_loops`), plants that couple actuator states to the
+mechanics (`plant`), flexible-joint drives (`flexible`) and the actuated-coordinate reduction
+by Taylor jets (`reduced`)."""
+
+from . import cylinder_loops as cylinder_loops
+from . import flexible as flexible
+from . import hydraulics as hydraulics
+from . import plant as plant
+from . import reduced as reduced
+from .cylinder_loops import CylinderLoops as CylinderLoops
+from .cylinder_loops import cylinder_frames as cylinder_frames
+from .cylinder_loops import pin_in_world as pin_in_world
+from .cylinder_loops import tube_rotation as tube_rotation
+from .flexible import FlexibleJointPlant as FlexibleJointPlant
+from .flexible import RotorLoaded as RotorLoaded
+from .flexible import rigid_limit as rigid_limit
+from .hydraulics import BAR as BAR
+from .hydraulics import AbstractFriction as AbstractFriction
+from .hydraulics import Cylinder as Cylinder
+from .hydraulics import CylinderMount as CylinderMount
+from .hydraulics import HydraulicActuator as HydraulicActuator
+from .hydraulics import LuGreFriction as LuGreFriction
+from .hydraulics import StribeckFriction as StribeckFriction
+from .hydraulics import Valve as Valve
+from .hydraulics import signed_sqrt as signed_sqrt
+from .plant import AbstractPlant as AbstractPlant
+from .plant import ForceSensedPlant as ForceSensedPlant
+from .plant import HydraulicPlant as HydraulicPlant
+from .plant import events_summary as events_summary
+from .plant import finite_state as finite_state
+from .plant import limit_events as limit_events
+from .reduced import complete_jet as complete_jet
+from .reduced import drive_torque as drive_torque
+from .reduced import generalized_force_along_jet as generalized_force_along_jet
+from .reduced import reduced_terms as reduced_terms
+from .reduced import selection as selection
+from .reduced import task_inverse_dynamics as task_inverse_dynamics
+from .reduced import task_jacobian as task_jacobian
+from .reduced import task_jet as task_jet
+from .reduced import time_derivative as time_derivative

@@ -1,0 +1,382 @@
+r"""Plants with actuator states: mechanics plus actuators (shared/DESIGN.md, "Plants, actuators
+and workflows").
+
+A mechanical `Model` (or `ConstrainedSystem`) is a plant whose input is the generalized force.
+An `AbstractPlant` adds actuators with their own states: its state is a pytree
+
+    y = {"q": (n,), "qd": (n,), "actuators": {name: {"p_a": (), "p_b": (), ...}}}
+
+its input is a vector of named commands (``command_names``: valve voltages ``u_<name>``, and
+``tau_<coordinate>`` for coordinates driven directly, e.g. an arm's electric joints), and
+``signals`` names what a log or a plot addresses (``p_a_lift``, ``x_tilt``, ...).
+
+`HydraulicPlant` is a model with valve-controlled cylinders (`jaxmb.actuators.hydraulics`): the third-order
+system of Petrovic & Mattila (2022) (mechanics, eq. (13) of Dastranj & Mattila, plus chamber
+pressures, eqs. (80)-(81), and optionally spools and LuGre states).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxmb.actuators.hydraulics import BAR, HydraulicActuator
+from jaxmb.algorithms.dynamics import external_forces, forward_dynamics, gravity_forces
+from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
+from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
+from jaxmb.multibody.checks import check_all_finite, checked
+from jaxmb.multibody.model import Model
+
+__all__ = [
+    "AbstractPlant",
+    "HydraulicPlant",
+    "ForceSensedPlant",
+    "limit_events",
+    "events_summary",
+    "finite_state",
+]
+
+
+def finite_state(y: dict, command):
+    """The plant state and the command, refused (`check_finite`) where NaN or inf: a NaN
+    pressure or command would otherwise flow through the vector field into the solution."""
+    fields = {"q": y["q"], "qd": y["qd"], "command": command}
+    for a, s in y["actuators"].items():
+        fields.update({f"actuator {a!r} state {k!r}": v for k, v in s.items()})
+    finite = dict(zip(fields, check_all_finite(fields), strict=True))  # one run-time check
+    actuators = {
+        a: {k: finite[f"actuator {a!r} state {k!r}"] for k in s} for a, s in y["actuators"].items()
+    }
+    return {"q": finite["q"], "qd": finite["qd"], "actuators": actuators}, finite["command"]
+
+
+class AbstractPlant(eqx.Module):
+    """Mechanics plus actuators with their own states (see the module docstring)."""
+
+    model: eqx.AbstractVar[Model]
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        return self.model.coordinate_names
+
+    @property
+    def n(self) -> int:
+        return self.model.n
+
+    @property
+    @abc.abstractmethod
+    def command_names(self) -> tuple[str, ...]:
+        """Names of the command vector's entries (e.g. ``u_lift``)."""
+
+    @abc.abstractmethod
+    def initial_state(self, q0, qd0, actuators=None) -> dict:
+        """The state pytree at ``(q0, qd0)``; ``actuators`` overrides the actuator states."""
+
+    @abc.abstractmethod
+    def vector_field(self, t, y: dict, command, wrenches=None, forces=None) -> dict:
+        """``dy/dt`` for the command vector, external wrenches ``{frame: [m; f]}`` and
+        generalized forces ``forces`` (n,)."""
+
+    @abc.abstractmethod
+    def signals(self, y: dict, command) -> dict[str, Array]:
+        """Named scalar signals of the state and command (SI units)."""
+
+    def state_scale(self, y: dict) -> dict:
+        """Typical magnitude of each state entry (same structure as ``y``). `simulate`
+        integrates ``y / scale`` so that one pair of tolerances fits angles (rad) and
+        pressures (Pa) alike; the default is 1 everywhere."""
+        return jax.tree.map(jnp.ones_like, y)
+
+
+class HydraulicPlant(AbstractPlant):
+    r"""A model driven by valve-controlled hydraulic cylinders, and optionally by direct
+    generalized forces on some coordinates.
+
+    Attributes:
+        model: the mechanics (minimal coordinates).
+        actuators: the cylinders (`jaxmb.actuators.hydraulics.HydraulicActuator`), each between two
+            frames of ``model``.
+        direct: coordinates whose generalized force is commanded directly (``tau_<name>``).
+        p_cavitation: pressure floor, Pa: a chamber below it is a reported event (the model
+            has no cavitation physics, so such a run is outside its validity).
+        p_margin: a chamber above ``p_s + p_margin`` is a reported event (relief valves are
+            not modelled).
+
+    Commands: ``u_<actuator>`` (V) for each actuator, then ``tau_<coordinate>`` (N m or N).
+    Equation of motion: ``Gamma qdd + h = Q_e + sum_i J_x_i^T f_i + tau_direct`` with
+    ``f_i = A_a p_a - A_b p_b - f_friction(xdot_i) + f_end_stop(x_i, xdot_i)``."""
+
+    model: Model
+    actuators: tuple[HydraulicActuator, ...]
+    p_cavitation: Float[Array, ""]
+    p_margin: Float[Array, ""]
+    direct: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(
+        self, model: Model, actuators, direct=(), *, p_cavitation=0.5 * BAR, p_margin=10 * BAR
+    ):
+        if not isinstance(model, Model):
+            raise ValueError(f"HydraulicPlant: model must be a Model, got {type(model).__name__}")
+        self.model = model
+        self.actuators = tuple(actuators)
+        names = [a.name for a in self.actuators]
+        if len(set(names)) != len(names):
+            raise ValueError(f"HydraulicPlant: duplicate actuator names {names}")
+        frames = set(model.frame_names) | {"S"}
+        for a in self.actuators:
+            if not isinstance(a, HydraulicActuator):
+                raise ValueError(
+                    f"HydraulicPlant: actuators must be HydraulicActuator, got {type(a).__name__}"
+                )
+            for which in ("base_frame", "rod_frame"):
+                f = getattr(a.mount, which)
+                if f not in frames:
+                    raise ValueError(
+                        f"HydraulicPlant: actuator {a.name!r}: {which} {f!r} is not a frame of "
+                        f"the model; frames are {sorted(frames)}"
+                    )
+        self.direct = tuple(direct)
+        for c in self.direct:
+            model.coordinate(c)  # raises for an unknown name
+        self.p_cavitation = checked(
+            p_cavitation, lambda x: ~jnp.isfinite(x), "HydraulicPlant: p_cavitation", ()
+        )
+        self.p_margin = checked(p_margin, lambda x: ~(x >= 0), "HydraulicPlant: p_margin", ())
+
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.actuators)
+
+    @property
+    def command_names(self) -> tuple[str, ...]:
+        return tuple(f"u_{a.name}" for a in self.actuators) + tuple(f"tau_{c}" for c in self.direct)
+
+    def actuator(self, name: str) -> HydraulicActuator:
+        for a in self.actuators:
+            if a.name == name:
+                return a
+        raise ValueError(f"HydraulicPlant: unknown actuator {name!r}; have {self.actuator_names}")
+
+    def _direct_forces(self, command) -> Array:
+        tau = jnp.zeros(self.n, dtype=jnp.result_type(command, float))
+        m = len(self.actuators)
+        for j, c in enumerate(self.direct):
+            tau = tau.at[self.model.coordinate(c)].add(command[m + j])
+        return tau
+
+    def piston_kinematics(self, q, qd) -> tuple[Array, Array, Array]:
+        """``(x, xdot, J_x)``: piston positions (m,), velocities (m,) and ``J_x`` (m, n)."""
+        xs, Js = [], []
+        for a in self.actuators:
+            x, J = a.mount.position_and_jacobian(self.model, q)
+            xs.append(x)
+            Js.append(J)
+        if not xs:
+            z = jnp.zeros((0,), dtype=q.dtype)
+            return z, z, jnp.zeros((0, self.n), dtype=q.dtype)
+        J = jnp.stack(Js)
+        return jnp.stack(xs), J @ qd, J
+
+    def initial_state(self, q0, qd0, actuators: Mapping | None = None, *, p_b=40 * BAR) -> dict:
+        """State at ``(q0, qd0)``. Without ``actuators``: the pressures that hold the model
+        still at ``q0`` against gravity (`static_pressures`) with rod sides at ``p_b``."""
+        q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+        if actuators is None:
+            p_a, p_b_, _ = self.static_pressures(q0, p_b=p_b)
+            actuators = {
+                a.name: a.initial_state(p_a[i], p_b_[i]) for i, a in enumerate(self.actuators)
+            }
+        else:
+            missing = set(self.actuator_names) - set(actuators)
+            if missing:
+                raise ValueError(f"HydraulicPlant.initial_state: no state for {sorted(missing)}")
+            actuators = {
+                k: {kk: jnp.asarray(v, float) for kk, v in s.items()} for k, s in actuators.items()
+            }
+        return {"q": q0, "qd": qd0, "actuators": dict(actuators)}
+
+    def input_matrix(self, q) -> Array:
+        """``B(q)`` (n, m + d): generalized force per unit piston force and per direct torque."""
+        _, _, J = self.piston_kinematics(q, jnp.zeros_like(q))
+        cols = [J.T] + [jnp.eye(self.n)[:, [self.model.coordinate(c)]] for c in self.direct]
+        return jnp.concatenate(cols, axis=1)
+
+    def static_pressures(self, q, *, p_b=40 * BAR, wrenches=None) -> tuple[Array, Array, Array]:
+        r"""Chamber pressures that hold the model at rest at ``q``: piston forces ``f`` (and
+        direct torques) solve ``B(q) [f; tau] = -Q_e(q)`` (least squares if ``B`` is not square),
+        then ``p_a = (f + A_b p_b) / A_a`` with the rod sides at ``p_b`` (Pa). Friction is zero
+        at rest. Returns ``(p_a, p_b, [f; tau])``."""
+        Q_e = (
+            gravity_forces(self.model, q)
+            if wrenches is None
+            else external_forces(self.model, q, wrenches)
+        )
+        B = self.input_matrix(q)
+        sol = jnp.linalg.lstsq(B, -Q_e)[0]
+        m = len(self.actuators)
+        p_b = jnp.broadcast_to(jnp.asarray(p_b, float), (m,))
+        p_a = (
+            jnp.stack(
+                [
+                    (sol[i] + a.cylinder.area_b * p_b[i]) / a.cylinder.area_a
+                    for i, a in enumerate(self.actuators)
+                ]
+            )
+            if m
+            else jnp.zeros(0)
+        )
+        return p_a, p_b, sol
+
+    def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
+        del t
+        y, command = finite_state(y, command)
+        q, qd, act = y["q"], y["qd"], y["actuators"]
+        x, xd, J = self.piston_kinematics(q, qd)
+        Q = self._direct_forces(command)
+        if forces is not None:
+            Q = Q + forces
+        rates = {}
+        for i, a in enumerate(self.actuators):
+            s = act[a.name]
+            Q = Q + J[i] * a.force(xd[i], s, x[i])
+            rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
+        qdd = forward_dynamics(self.model, q, qd, Q, wrenches)
+        return {"q": qd, "qd": qdd, "actuators": rates}
+
+    def state_scale(self, y) -> dict:
+        """Pressures in units of 1 bar, everything else (rad, m, m/s, V, bristle m) in 1:
+        with the default tolerances of `simulate` (rtol 1e-8, atol 1e-10) a chamber pressure
+        is then resolved to about 1e-8 relative, i.e. well below 1 Pa."""
+
+        def scale(name, x):
+            return jnp.full_like(x, BAR) if name in ("p_a", "p_b") else jnp.ones_like(x)
+
+        acts = {k: {kk: scale(kk, v) for kk, v in s.items()} for k, s in y["actuators"].items()}
+        return {"q": jnp.ones_like(y["q"]), "qd": jnp.ones_like(y["qd"]), "actuators": acts}
+
+    def signals(self, y, command) -> dict[str, Array]:
+        """``x_<a>``, ``xd_<a>`` (m, m/s), ``p_a_<a>``, ``p_b_<a>`` (Pa), ``f_<a>`` (net piston
+        force on the mechanism, end stops included, N), ``f_friction_<a>`` (N), the commands ``u_<a>`` (V, as
+        commanded, before saturation) and ``tau_<c>``."""
+        q, qd, act = y["q"], y["qd"], y["actuators"]
+        x, xd, _ = self.piston_kinematics(q, qd)
+        out = {}
+        for i, a in enumerate(self.actuators):
+            s = act[a.name]
+            out[f"x_{a.name}"] = x[i]
+            out[f"xd_{a.name}"] = xd[i]
+            out[f"p_a_{a.name}"] = s["p_a"]
+            out[f"p_b_{a.name}"] = s["p_b"]
+            out[f"f_{a.name}"] = a.force(xd[i], s, x[i])
+            out[f"f_friction_{a.name}"] = a.friction_force(xd[i], s)
+            if "spool" in s:
+                out[f"spool_{a.name}"] = s["spool"][0]
+        for name, value in zip(self.command_names, command, strict=True):
+            out[name] = value
+        return out
+
+
+class ForceSensedPlant(AbstractPlant):
+    r"""A constrained system in dependent coordinates (Aghili (2005)) whose constraint force is
+    measured through a first-order sensor, ``tau dF_m/dt = F - F_m``, with ``F`` the constraint
+    force of eq. (32) under the applied input. The sensor's state is the plant's actuator state
+    ``y["actuators"]["force_sensor"]["F"]`` (n,), so a controller that feeds the measured force
+    back (Aghili eq. (52)) meets no algebraic loop: the reading lags the force as a real sensor
+    and its filter do.
+
+    Commands: the generalized input ``f`` (``tau_<coordinate>``). Without drift correction
+    (`simulate` corrects only bare `ConstrainedSystem` plants): for short runs at tight
+    tolerances the constraint residual stays at the solver's tolerance."""
+
+    system: object  # a jaxmb.constraints.projection.ConstrainedSystem
+    tau: Float[Array, ""]
+
+    def __init__(self, system, tau=0.01):
+        if not isinstance(system, ConstrainedSystem):
+            raise ValueError(
+                f"ForceSensedPlant: system must be a ConstrainedSystem, got {type(system).__name__}"
+            )
+        self.system = system
+        self.tau = checked(tau, lambda x: ~(x > 0), "ForceSensedPlant: tau must be > 0 s", ())
+
+    @property
+    def model(self) -> Model:
+        return self.system.model
+
+    @property
+    def command_names(self) -> tuple[str, ...]:
+        return tuple(f"tau_{c}" for c in self.coordinate_names)
+
+    def initial_state(self, q0, qd0, actuators=None) -> dict:
+        """The sensor starts at ``actuators["force_sensor"]["F"]``, by default zero."""
+        q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+        F = (
+            jnp.zeros_like(q0)
+            if actuators is None
+            else jnp.asarray(actuators["force_sensor"]["F"], float)
+        )
+        return {"q": q0, "qd": qd0, "actuators": {"force_sensor": {"F": F}}}
+
+    def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
+        del t
+        y, command = finite_state(y, command)
+        q, qd = y["q"], y["qd"]
+        f = command if forces is None else command + forces
+        qdd = projected_forward_dynamics(self.system, q, qd, f, wrenches)
+        F = constraint_force(self.system, q, qd, f, wrenches)  # Aghili (2005) eq. (32)
+        dF = (F - y["actuators"]["force_sensor"]["F"]) / self.tau
+        return {"q": qd, "qd": qdd, "actuators": {"force_sensor": {"F": dF}}}
+
+    def signals(self, y, command) -> dict[str, Array]:
+        """``F_<coordinate>`` (the measured constraint force) and the commands."""
+        F = y["actuators"]["force_sensor"]["F"]
+        out = {f"F_{c}": F[i] for i, c in enumerate(self.coordinate_names)}
+        out.update({name: command[i] for i, name in enumerate(self.command_names)})
+        return out
+
+
+def _excursions(t, bad) -> dict[str, Array]:
+    """Count of entries into ``bad`` (rising edges, a run that starts bad counts once), the
+    first time it holds (NaN if never) and the time spent there (trapezoid on the save grid)."""
+    bad = bad.astype(bool)
+    entries = jnp.sum(bad[1:] & ~bad[:-1]) + bad[0].astype(int)
+    first = jnp.where(bad.any(), t[jnp.argmax(bad)], jnp.nan)
+    dt = jnp.diff(t)
+    frac = 0.5 * (bad[1:].astype(t.dtype) + bad[:-1].astype(t.dtype))
+    return {"count": entries, "first_time": first, "duration": jnp.sum(frac * dt)}
+
+
+def limit_events(plant: HydraulicPlant, t, signals: Mapping[str, Array]) -> dict[str, dict]:
+    """Pressure-range and stroke-end events per actuator, from the saved samples.
+
+    For each actuator ``a`` and chamber: ``cavitation_<a>`` (a chamber below
+    ``plant.p_cavitation``), ``overpressure_<a>`` (above ``p_s + p_margin``), and
+    ``stroke_end_<a>`` (``x <= 0`` or ``x >= stroke``: the piston reached an end, where the
+    model has no end stop). Each holds ``count`` (excursions), ``first_time`` (s, NaN if
+    never) and ``duration`` (s). Resolution: the save grid ``t``; pass a fine grid (the CLI
+    saves at 1 kHz) to see short excursions."""
+    out = {}
+    for a in plant.actuators:
+        p_a, p_b, x = signals[f"p_a_{a.name}"], signals[f"p_b_{a.name}"], signals[f"x_{a.name}"]
+        low = (p_a < plant.p_cavitation) | (p_b < plant.p_cavitation)
+        high_lim = a.valve.p_s + plant.p_margin
+        high = (p_a > high_lim) | (p_b > high_lim)
+        end = (x <= 0) | (x >= a.cylinder.stroke)
+        out[f"cavitation_{a.name}"] = _excursions(t, low)
+        out[f"overpressure_{a.name}"] = _excursions(t, high)
+        out[f"stroke_end_{a.name}"] = _excursions(t, end)
+    return out
+
+
+def events_summary(events: Mapping[str, Mapping[str, Array]]) -> dict[str, dict[str, float]]:
+    """Events as plain floats (for JSON)."""
+    return {
+        k: {kk: (None if not np.isfinite(float(v)) else float(v)) for kk, v in e.items()}
+        for k, e in events.items()
+    }

@@ -1,0 +1,492 @@
+"""``jaxmb simulate``: the Section IV closed-loop scenario of the arm, the crane's VDC run, the
+flexible 3-RPR, or a machine file (a free-run replay of a log's commands, or VDC on its task),
+each with its report."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from jaxmb.cli import (
+    build_parser,
+    check_out,
+    check_writable,
+    parse_vector,
+)
+
+
+def _gain(text: str, name: str) -> list[float]:
+    vals = (
+        parse_vector(text, name, 3)
+        if "," in text or " " in text.strip()
+        else parse_vector(text, name, 1)
+    )
+    if not np.all(vals > 0):
+        raise SystemExit(f"jaxmb: --{name}: expected positive gains, got {text!r}")
+    return np.broadcast_to(vals, (3,)).tolist()
+
+
+def crane_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine crane``: the VDC closed loop on the A-B-C-D task, or an
+    open-loop replay of a command table (``--commands``)."""
+    from pathlib import Path
+
+    out = Path(args.out)
+    check_writable(out)  # made by the report once every input has passed
+    t_final = 18.0 if args.t_final is None else args.t_final
+    if not t_final > 0 or not 0 < args.dt_save <= t_final:
+        raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
+    if not args.payload >= 0:
+        raise SystemExit(f"jaxmb: --payload: expected a mass >= 0 kg, got {args.payload}")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.control.crane_run import run_crane
+
+    gains = None
+    if args.gains is not None:
+        if args.commands is not None:
+            raise SystemExit("jaxmb: --gains: the replay of --commands has no controller")
+        from jaxmb.control.crane_run import crane_controller
+        from jaxmb.control.study_config import read_gains
+
+        try:
+            gains = read_gains(args.gains, "crane")
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
+        try:
+            crane_controller(**gains)  # shapes and signs, before anything compiles
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
+    notes: dict = {}
+    if args.commands is not None:
+        from jaxmb.control.crane_report import check_command_table, read_commands
+        from jaxmb.models.crane import lift_tilt_crane_plant
+
+        try:
+            table = read_commands(args.commands, ("u_lift", "u_tilt"))
+            if args.t_final is None:  # the table's span
+                t_final = float(table.t[-1])
+            u_max = {f"u_{a.name}": float(a.valve.u_max) for a in lift_tilt_crane_plant().actuators}
+            table, clipped = check_command_table(
+                table, t_final, u_max, args.commands, clip=args.clip_commands
+            )
+        except ValueError as err:
+            raise SystemExit(f"jaxmb: --commands: {err}") from None
+        if args.clip_commands:
+            notes["commands_clipped"] = clipped
+            print("--clip-commands: " + ", ".join(f"{k} {v} clipped" for k, v in clipped.items()))
+        what = f"open-loop replay of {args.commands}"
+    else:
+        if args.clip_commands:
+            raise SystemExit("jaxmb: --clip-commands: only for the replay of --commands")
+        table = None
+        what = "VDC closed loop on the A-B-C-D task"
+    plant = None
+    if args.params is not None:
+        from jaxmb.io.params_file import apply_hydraulics, read_params
+        from jaxmb.models.crane import lift_tilt_crane_plant
+
+        try:
+            doc = read_params(args.params, model_name="crane")
+            plant = apply_hydraulics(lift_tilt_crane_plant(), doc)  # its payload, if identified
+            if args.payload != 0.0:  # the option names this run's payload
+                plant = apply_hydraulics(
+                    plant, {"payload": {"mass": args.payload, "com": [0.0] * 3}}
+                )
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
+    payload = args.payload  # the run's: the option's, else the parameter file's if it has one
+    if plant is not None and "payload" in plant.model.body_names:
+        payload = float(plant.model.bodies[plant.model.body_names.index("payload")].mass)
+    print(
+        f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {payload:g} kg -> {out}/"
+    )
+    if args.params is not None:
+        print(f"plant and controller model: hydraulic parameters from {args.params}")
+    if gains is not None:
+        print(f"VDC gains from {args.gains}: {gains}")
+    summary = run_crane(
+        out,
+        plant=plant,
+        gains=gains,
+        commands=table,
+        notes=notes,
+        t_final=t_final,
+        dt_save=args.dt_save,
+        payload=payload,
+        progress=not args.quiet,
+        plots=not args.no_plots,
+    )
+    if "max_tool_position_error_m" in summary:
+        print(
+            f"max tool position error {summary['max_tool_position_error_m']:.4g} m, "
+            f"rho {summary['rho_s']:.4g} s, max joint errors "
+            + ", ".join(f"{k} {v:.3g} rad" for k, v in summary["max_joint_error_rad"].items())
+        )
+    print(
+        "valve saturation time: "
+        + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
+    )
+    hit = {k: v for k, v in summary["events"].items() if v["count"]}
+    for k, v in hit.items():
+        print(
+            f"warning: {k}: {int(v['count'])} time(s), first at t = {v['first_time']:.4g} s, "
+            f"{v['duration']:.3g} s in all"
+        )
+    if not summary["success"]:
+        print("warning: the solver failed; the series stop where it did")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine rpr3-flexible``: Ider et al. (2019) Section 6."""
+    from pathlib import Path
+
+    t_final = 2.0 if args.t_final is None else args.t_final
+    steps = round(t_final / 0.002)
+    # the report reads the errors after 1 s and checks eq. (31) over 0.6-0.95 s
+    if not t_final >= 1.0 or abs(steps * 0.002 - t_final) > 1e-9:
+        raise SystemExit(
+            f"jaxmb: --t-final: expected a multiple of the sampling interval 0.002 s of at least "
+            f"1 s (the report's windows: errors after 1 s, eq. (31) over 0.6-0.95 s), got {t_final}"
+        )
+    if args.omega is not None and not args.omega > 0:
+        raise SystemExit(f"jaxmb: --omega: expected a bandwidth > 0 rad/s, got {args.omega}")
+    out = Path(args.out)
+    check_out(out)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.control.rpr3_flexible import run_rpr3_flexible
+
+    print(
+        f"jaxmb simulate: flexible-joint 3-RPR (Ider et al. Section 6), {t_final:g} s, "
+        f"impact at 0.25 s -> {out}/"
+    )
+    s = run_rpr3_flexible(
+        out, t_final=t_final, omega=args.omega, progress=not args.quiet, plots=not args.no_plots
+    )
+    err = s["max_abs_error_after_1s"]
+    print(
+        "max |e| after 1 s: " + ", ".join(f"{k} {v:.3g}" for k, v in err.items()) + " (m, m, rad)"
+    )
+    if "impact" in s:
+        print(
+            f"impact at t = {s['impact']['time_s']:.6f} s, H = {s['impact']['impulse_H_N_s']:.4g} N s"
+        )
+    st = s["stability"]
+    verdict = "holds" if st["desoer_condition_holds"] else "does not hold"
+    print(
+        f"stability: sigma0 {st['sigma0']:.4g} 1/s, Delta_M {st['delta_M']:.3g}, m {st['m']:.4g}: "
+        f"Desoer's condition (eq. 27) {verdict}"
+    )
+    if not s["success"]:
+        print("warning: a solve failed; the series stop where it did")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _machine_choice(text: str) -> str:
+    if text in ("arm", "crane", "rpr3-flexible") or text.lower().endswith(".toml"):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected arm, crane, rpr3-flexible or a machine file (.toml), got {text!r}"
+    )
+
+
+def machine_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine FILE.toml``: a free-run replay of a log (``--commands LOG``),
+    or the VDC closed loop on the file's ``[task]``."""
+    from pathlib import Path
+
+    if args.commands is not None and args.gains is not None:
+        raise SystemExit("jaxmb simulate: --gains: the replay of --commands has no controller")
+    if args.t_final is not None and not args.t_final > 0:
+        raise SystemExit(
+            f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
+        )
+    out = Path(args.out)
+    check_writable(out)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from jaxmb.io.machine import load_machine
+
+    try:
+        machine = load_machine(args.machine)
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    if args.commands is None:
+        return _machine_vdc(args, machine, out)
+    from jaxmb.identification.replay import replay
+
+    try:
+        print(f"jaxmb simulate: {machine.name}, free-run replay of {args.commands} -> {out}/")
+        summary = replay(machine, args.commands, out, params=args.params,
+                         t_final=args.t_final, plots=not args.no_plots)  # fmt: skip
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    units = summary["display_units"]
+    print(
+        "replay RMSE: "
+        + ", ".join(f"{c} {v:.4g} {units[c]}" for c, v in summary["rmse_display"].items())
+    )
+    print("fit %: " + ", ".join(f"{c} {v:.1f}" for c, v in summary["fit_percent"].items()))
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
+    """The VDC closed loop of a machine file on its ``[task]`` (checked before any compile)."""
+    from jaxmb.control.machine_run import machine_controller, run_machine
+
+    plant, gains = machine.plant, None
+    try:
+        if args.params is not None:
+            from jaxmb.io.params_file import apply_hydraulics, read_params
+
+            doc = read_params(args.params)
+            if doc["model"] not in machine.names:
+                raise ValueError(
+                    f"--params: {args.params} holds parameters of model {doc['model']!r}, not "
+                    f"{machine.name!r}"
+                )
+            plant = apply_hydraulics(plant, doc)
+        if args.gains is not None:
+            from jaxmb.control.study_config import read_gains
+
+            gains = read_gains(args.gains, "machine")
+        machine_controller(machine, plant, gains)  # the task, gains' shapes and signs
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    t_final = machine.task.t_final if args.t_final is None else args.t_final
+    if not 0 < args.dt_save <= t_final:
+        raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    print(
+        f"jaxmb simulate: {machine.name}, VDC closed loop on the file's [task], {t_final:g} s -> {out}/"
+    )
+    if args.params is not None:
+        print(f"plant and controller model: identified parameters from {args.params}")
+    if gains is not None:
+        print(f"VDC gains from {args.gains}: {gains}")
+    summary = run_machine(machine, out, plant=plant, gains=gains, t_final=t_final,
+                          dt_save=args.dt_save, progress=not args.quiet,
+                          plots=not args.no_plots)  # fmt: skip
+    print(
+        f"max tool position error {summary['max_tool_position_error_m']:.4g} m, max joint "
+        "errors " + ", ".join(f"{k} {v:.3g}" for k, v in summary["max_joint_error_rad"].items())
+    )
+    print(
+        "valve saturation time: "
+        + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
+    )
+    if not summary["success"]:
+        print("warning: the solver failed; the series stop where it did")
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+# the machines each option of `jaxmb simulate` applies to ("file": a machine file); an option
+# given for another machine is refused by name (issue 29), never silently ignored
+_ARM_ONLY = ("arm",)
+
+SIMULATE_OPTIONS = {
+    "commands": ("crane", "file"), "clip_commands": ("crane",), "payload": ("crane",),
+    "Lambda": _ARM_ONLY, "K": _ARM_ONLY, "kappa": _ARM_ONLY, "eps": _ARM_ONLY, "form": _ARM_ONLY,
+    "params": ("arm", "crane", "file"), "gains": ("arm", "crane", "file"),
+    "omega": ("rpr3-flexible",),
+}  # fmt: skip
+
+_WHY = {
+    ("payload", "file"): " (a machine file's payload is its [payload], a log sidecar's "
+    "conditions.payload_kg, or an identified --params)",
+    ("clip_commands", "file"): " (a machine file's replay reads a validated log)",
+}
+
+
+def _check_simulate_options(args: argparse.Namespace, kind: str) -> None:
+    """Refuse every option given (not at its default) that ``kind`` of machine does not use."""
+    defaults = build_parser().parse_args(["simulate"])
+    for option, machines in SIMULATE_OPTIONS.items():
+        if kind in machines or getattr(args, option) == getattr(defaults, option):
+            continue
+        flag = "--" + option.replace("_", "-")
+        shown = [m if m != "file" else "a machine file (.toml)" for m in machines]
+        machine = args.machine if kind != "file" else "a machine file"
+        raise SystemExit(
+            f"jaxmb simulate: {flag}: not for {machine}; only for --machine "
+            f"{' or '.join(shown)}{_WHY.get((option, kind), '')}"
+        )
+
+
+def _machine_defaults(args: argparse.Namespace) -> None:
+    """The output folder and save step that depend on the machine, where not given."""
+    toml = args.machine.lower().endswith(".toml")
+    crane = args.machine == "crane" or toml
+    if args.out is None:
+        file_out = "out/replay" if args.commands is not None else "out/machine"
+        args.out = {"crane": "out/crane", "rpr3-flexible": "out/rpr3_flexible"}.get(
+            args.machine, file_out if toml else "out/section_iv"
+        )
+    if args.dt_save is None:
+        args.dt_save = 0.001 if crane else 0.01
+
+
+def simulate_cmd(args: argparse.Namespace) -> int:
+    _machine_defaults(args)
+    kind = "file" if args.machine.lower().endswith(".toml") else args.machine
+    _check_simulate_options(args, kind)
+    if kind == "file":
+        return machine_cmd(args)
+    if args.machine == "crane":
+        return crane_cmd(args)
+    if args.machine == "rpr3-flexible":
+        return rpr3_flexible_cmd(args)
+    if args.t_final is None:
+        args.t_final = 20.0
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from pathlib import Path
+
+    from jaxmb.control import RobustController, section_iv
+    from jaxmb.control.report import run_scenario, write_report
+
+    if not args.t_final > 0 or not 0 < args.dt_save <= args.t_final:
+        raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
+    gains = {k: _gain(getattr(args, k), k) for k in ("Lambda", "K", "kappa", "eps")}
+    if args.gains is not None:
+        from jaxmb.control.study_config import read_gains
+
+        try:
+            gains.update(read_gains(args.gains, "section_iv"))
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
+    try:  # the gains' shapes and signs, before anything compiles
+        sc = section_iv(t_final=args.t_final, **gains)
+    except (TypeError, ValueError) as err:
+        where = "" if args.gains is None else f"gains file {args.gains}: "
+        raise SystemExit(f"jaxmb simulate: {where}{err}") from None
+    if args.form != "paper" or args.params is not None:
+        import equinox as eqx
+
+        nominal = sc.nominal
+        if args.params is not None:
+            from jaxmb.io.params_file import apply_bodies, read_params
+
+            try:
+                nominal = apply_bodies(nominal, read_params(args.params, model_name="arm"))
+            except ValueError as err:
+                raise SystemExit(f"jaxmb simulate: {err}") from None
+            print(f"controller model: identified bodies from {args.params}")
+        ctrl = RobustController(nominal, **gains, form=args.form)
+        sc = eqx.tree_at(lambda s: s.controller, sc, ctrl)
+        sc = eqx.tree_at(lambda s: s.nominal, sc, nominal)
+    out = Path(args.out)
+    check_out(out)
+    print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
+    tr = run_scenario(sc, dt_save=args.dt_save, progress=not args.quiet)
+    if not bool(tr.success):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(tr.q)).all(axis=1))
+        at = f" after t = {float(tr.t[bad[0] - 1]):.4g} s" if bad.size and bad[0] > 0 else ""
+        raise SystemExit(
+            f"jaxmb simulate: the solver failed{at} (max_steps exhausted, or the state left the "
+            f"arm's domain); nothing written to {out}"
+        )
+    summary = write_report(sc, tr, out, plots=not args.no_plots)
+    names = summary["coordinates"]
+    after = f"max|e| t>{summary['max_abs_error_after_s']:g}s"  # 5 s, or half a shorter run
+    print(
+        f"{'':>8}{'RMSE':>12}{'Table III':>11}{after:>13}{'bound e':>12}{'dbar':>10}"
+        f"{'kappa>dbar':>12}"
+    )
+    for nm in names:
+        print(
+            f"{nm:>8}{summary['rmse'][nm]:>12.4g}{summary['paper_rmse_table_III'][nm]:>11.3g}"
+            f"{summary['max_abs_error_after_5s'][nm]:>13.4g}{summary['ultimate_bound_e'][nm]:>12.4g}"
+            f"{summary['dbar'][nm]:>10.4g}{str(summary['kappa_exceeds_dbar'][nm]):>12}"
+        )
+    st = summary["stroke"]
+    if st["time_outside_s"] > 0:
+        print(
+            f"warning: delta left the stroke {st['range_m']} m (min {st['delta_min_m']:.4g} m, "
+            f"max {st['delta_max_m']:.4g} m, first at t = {st['first_exit_s']:.3g} s, "
+            f"{st['time_outside_s']:.3g} s outside)"
+        )
+    failing = [nm for nm in names if not summary["kappa_exceeds_dbar"][nm]]
+    if failing:
+        print(
+            f"note: kappa_i > dbar_i (eq. 25) fails for {failing}; their bound is the K-based one"
+        )
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """The ``simulate`` command."""
+    p = sub.add_parser(
+        "simulate",
+        help="a closed-loop run with a report: the arm's Section IV scenario, or the crane",
+    )
+    p.add_argument(
+        "--machine",
+        type=_machine_choice,
+        default="arm",
+        help="arm: Dastranj & Mattila Section IV (robust control); crane: the lift/tilt crane "
+        "(VDC on the A-B-C-D task, or --commands); rpr3-flexible: Ider et al. Section 6 (the "
+        "flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle impact); or a "
+        "hydraulic machine file (.toml): VDC on the file's [task] (--gains, --params apply), or "
+        "a free-run replay of --commands LOG from its measured initial state",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default out/section_iv, out/crane, out/rpr3_flexible, out/machine or "
+        "out/replay)",
+    )
+    p.add_argument("--t-final", type=float, default=None, help="duration, s (arm 20, crane 18)")
+    p.add_argument(
+        "--dt-save", type=float, default=None, help="save interval, s (arm 0.01, crane 0.001)"
+    )
+    p.add_argument(
+        "--commands",
+        default=None,
+        help="crane: CSV with t, u_lift, u_tilt (s, V) replayed open loop (a log works too)",
+    )
+    p.add_argument(
+        "--clip-commands",
+        action="store_true",
+        help="crane: replay --commands outside a valve's range clipped to it (counted in the "
+        "report) instead of refusing them",
+    )
+    p.add_argument("--payload", type=float, default=0.0, help="crane: payload at the tool, kg")
+    p.add_argument("--Lambda", default="1", help="Lambda (one value or phi,theta,delta)")
+    p.add_argument("--K", default="30", help="K gains")
+    p.add_argument("--kappa", default="50", help="kappa gains")
+    p.add_argument("--eps", default="1e-4", help="boundary-layer widths")
+    p.add_argument(
+        "--form",
+        choices=["paper", "passivity"],
+        default="paper",
+        help="eq. (18) as printed, or with C(q, qd) qd_r (see jaxmb.control.robust)",
+    )
+    p.add_argument(
+        "--params",
+        default=None,
+        help="identified parameters (params.json of `jaxmb identify`): the arm's controller "
+        "model takes its bodies; the crane's plant and VDC model take its hydraulic parameters",
+    )
+    p.add_argument(
+        "--gains",
+        default=None,
+        help="gains.json of `jaxmb tune` (arm: overrides --K etc.; crane: the VDC gains)",
+    )
+    p.add_argument(
+        "--omega", type=float, default=None, help="rpr3-flexible: ITAE bandwidth, rad/s (50)"
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress meter")
+    p.set_defaults(func=simulate_cmd)

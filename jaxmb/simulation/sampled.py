@@ -1,0 +1,407 @@
+r"""Sampled-data closed loops with impacts: a digital controller that samples the state every
+``h`` seconds and holds its command (zero-order hold) while diffrax integrates the continuous
+plant, and a particle whose impact on the mechanism is found by event detection and applied as
+a velocity reset (Ider et al. (2019) Sections 5-6: sampling at h = 0.002 s, a particle hitting
+the platform).
+
+Between two sampling instants the command is constant, so each interval is one adaptive diffrax
+solve from ``t_k`` to ``t_{k+1}``: the steps land on the sampling instants, where the controller
+runs, and no step straddles a change of the command. The intervals are a `jax.lax.scan`: one
+compiled loop, jittable, vmappable and differentiable.
+
+An armed impact adds the gap ``z^T (r_P - r_Q)`` (`jaxmb.constraints.impact.gap`) as a diffrax event to
+each interval's solve. When it crosses zero the solve stops at the root (found by Newton's
+method on the dense solution, not on a step boundary), the link velocities and the particle's
+velocity jump by eq. (46) (`jaxmb.constraints.impact.impact_jump`; rotor velocities are kept, eq. (39)),
+and a second solve finishes the interval from the impact time. The impact disarms itself: the
+particle leaves and is not followed further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from jaxmb.actuators.plant import AbstractPlant
+from jaxmb.algorithms.dynamics import forward_dynamics
+from jaxmb.constraints import projection
+from jaxmb.constraints.impact import Contact, Particle, gap, impact_jump
+from jaxmb.constraints.projection import ConstrainedSystem
+from jaxmb.multibody.checks import as_real_array
+from jaxmb.multibody.model import Model
+from jaxmb.simulation.integrate import call_compiled, desired_state
+
+__all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
+
+
+class Impact(eqx.Module):
+    """A particle that may hit ``contact`` with coefficient of restitution ``restitution``."""
+
+    particle: Particle
+    contact: Contact
+    restitution: Float[Array, ""]
+
+    def __init__(self, particle: Particle, contact: Contact, restitution):
+        self.particle, self.contact = particle, contact
+        self.restitution = jnp.asarray(restitution, dtype=float)
+
+
+class SampledTrajectory(eqx.Module):
+    """The states at the sampling instants and the commands held after them.
+
+    Attributes:
+        t: (K + 1,) sampling instants ``k h``.
+        y: the plant state at them (``{"q", "qd", "actuators"}``, leading axis K + 1).
+        u: (K + 1, m) the command computed at ``t_k`` and held until ``t_{k+1}`` (the last row
+            is the command at the final instant, never applied).
+        q_d, qd_d: (K + 1, r) the reference and its rate at ``t_k``.
+        impact_time: when the particle hit (s); NaN if it never did.
+        impact: the `jaxmb.constraints.impact.ImpactJump` of that impact (zeros if none).
+        impact_state: the plant state just before the impact.
+        num_steps: accepted solver steps in all.
+        success: every interval's solve succeeded.
+        coordinate_names, command_names: static names.
+    """
+
+    t: Float[Array, " K1"]
+    y: dict
+    u: Float[Array, "K1 m"]
+    q_d: Array
+    qd_d: Array
+    impact_time: Float[Array, ""]
+    impact: object | None
+    impact_state: dict | None
+    num_steps: Array
+    success: Array
+    coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    command_names: tuple[str, ...] = eqx.field(static=True)
+
+    @property
+    def q(self) -> Array:
+        return self.y["q"]
+
+    @property
+    def qd(self) -> Array:
+        return self.y["qd"]
+
+
+def _system(plant):
+    """The mechanics an impact acts on."""
+    if isinstance(plant, AbstractPlant):
+        return getattr(plant, "system", plant.model)
+    return plant
+
+
+def simulate_sampled(
+    plant: Model | ConstrainedSystem | AbstractPlant,
+    controller: Callable,
+    reference: Callable | None,
+    q0: Float[Array, " n"],
+    qd0: Float[Array, " n"],
+    *,
+    h: float,
+    t_final: float,
+    impact: Impact | None = None,
+    actuator_state0=None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 4096,
+    event_tol: float = 1e-12,
+    progress: bool = False,
+) -> SampledTrajectory:
+    r"""Simulate ``plant`` under a controller sampled every ``h`` s with zero-order hold.
+
+    Args:
+        plant: a `Model`, a `ConstrainedSystem` (drift-corrected at every sampling instant,
+            `jaxmb.constraints.projection.correct`) or an `AbstractPlant` (e.g. a
+            `jaxmb.actuators.flexible.FlexibleJointPlant`).
+        controller: ``command = controller(t_k, y, desired)`` with ``y`` the state dict and
+            ``desired = (q_d, qd_d, qdd_d)`` at ``t_k``; for a mechanical plant the command is
+            the generalized force (n,).
+        reference: ``q_d(t)`` (its derivatives by autodiff), or None.
+        q0, qd0: the initial state (with the plant's default actuator states, or
+            ``actuator_state0``).
+        h: sampling interval, s; ``t_final`` must be a whole number of them.
+        impact: a particle that may hit the mechanism (module docstring).
+        solver: diffrax solver of each interval (default Tsit5), with a PID step controller at
+            ``rtol``/``atol``; ``max_steps`` per interval.
+        event_tol: tolerance (s and m) of the impact's root find.
+        progress: one progress bar over the sampling intervals, updated in place (tqdm; not
+            under vmap). Called outside any trace, the scan runs in chunks of one compiled
+            program (`_scan_in_chunks`), the same intervals in the same order.
+    """
+    steps = int(round(t_final / h))
+    if not (h > 0 and steps >= 1 and abs(steps * h - t_final) <= 1e-9 * max(t_final, 1.0)):
+        raise ValueError(
+            f"simulate_sampled: t_final ({t_final} s) must be a positive whole number of "
+            f"sampling intervals h ({h} s)"
+        )
+    actuated = isinstance(plant, AbstractPlant)
+    if not actuated and not isinstance(plant, Model | ConstrainedSystem):
+        raise TypeError(
+            "simulate_sampled: plant: expected a Model, a ConstrainedSystem or an "
+            f"AbstractPlant, got {type(plant).__name__}"
+        )
+    if not callable(controller):
+        raise TypeError(
+            f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
+        )
+    system = _system(plant)
+    constrained = isinstance(system, ConstrainedSystem)
+    n = plant.n
+    q0, qd0 = (
+        jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
+        for k, x in (("q0", q0), ("qd0", qd0))
+    )
+    for name, x in (("q0", q0), ("qd0", qd0)):
+        if x.shape != (n,):
+            raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
+    if actuated:
+        y0 = plant.initial_state(q0, qd0, actuator_state0)
+        scale = jax.lax.stop_gradient(plant.state_scale(y0))
+    else:
+        y0 = {"q": q0, "qd": qd0, "actuators": {}}
+        scale = jax.tree.map(jnp.ones_like, y0)
+    solver = diffrax.Tsit5() if solver is None else solver
+    ts = jnp.arange(steps + 1, dtype=float) * h
+
+    if reference is None:
+
+        def desired_at(t):
+            z = jnp.zeros((0,))
+            return z, z, z
+
+    else:
+
+        def desired_at(t):
+            return desired_state(reference, t)
+
+    def command(t, y):
+        desired = desired_at(t)
+        if actuated:
+            u = controller(t, y, desired)
+        else:
+            u = controller(t, y["q"], y["qd"], desired)
+        return jnp.asarray(u, dtype=float), desired
+
+    def field(t, ys, u):
+        y = jax.tree.map(jnp.multiply, ys, scale)
+        if actuated:
+            dy = plant.vector_field(t, y, u)
+        elif constrained:
+            dy = {"q": y["qd"], "qd": projection.forward_dynamics(plant, y["q"], y["qd"], u),
+                  "actuators": {}}  # fmt: skip
+        else:
+            dy = {"q": y["qd"], "qd": forward_dynamics(plant, y["q"], y["qd"], u), "actuators": {}}
+        return jax.tree.map(jnp.divide, dy, scale)
+
+    def solve(t0, t1, y, u, event=None):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            solver,
+            t0=t0,
+            t1=t1,
+            dt0=None,
+            y0=jax.tree.map(jnp.divide, y, scale),
+            args=u,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps,
+            event=event,
+            throw=False,
+        )
+        y1 = jax.tree.map(lambda x, s: x[-1] * s, sol.ys, scale)
+        # a solve that stops at the impact has ended as it should
+        ok = (sol.result == diffrax.RESULTS.successful) | (
+            sol.result == diffrax.RESULTS.event_occurred
+        )
+        return sol.ts[-1], y1, sol.stats["num_accepted_steps"], ok, sol.event_mask
+
+    def correct(y):
+        if not constrained:
+            return y
+        q, qd, _ = projection.correct(system, y["q"], y["qd"])
+        return {**y, "q": q, "qd": qd}
+
+    u0, _ = jax.eval_shape(command, ts[0], y0)
+    if actuated and u0.shape != (len(plant.command_names),):
+        raise ValueError(
+            f"simulate_sampled: the controller returns shape {u0.shape}, expected "
+            f"({len(plant.command_names)},) (commands {plant.command_names})"
+        )
+    if not actuated and u0.shape != (n,):
+        raise ValueError(
+            f"simulate_sampled: the controller returns shape {u0.shape}, expected ({n},)"
+        )
+
+    zero_jump = None
+    if impact is not None:
+        zero_jump = jax.tree.map(
+            jnp.zeros_like,
+            jax.eval_shape(
+                lambda: impact_jump(
+                    system,
+                    q0,
+                    qd0,
+                    impact.contact,
+                    impact.particle.mass,
+                    impact.particle.velocity,
+                    impact.restitution,
+                )  # fmt: skip
+            ),
+        )
+
+        def gap_of(t, ys, particle):
+            y = jax.tree.map(jnp.multiply, ys, scale)
+            r_P, _ = particle.at(t)
+            return gap(system, y["q"], impact.contact, r_P)
+
+    tick = _progress_bar(steps) if progress and _traced(q0, qd0, ts) else None
+    chunked = progress and tick is None
+
+    def interval(carry, xs):
+        y, armed, particle, record, n_steps, ok = carry
+        k, t0, t1 = xs
+        if tick is not None:
+            jax.debug.callback(tick, k, ordered=True)
+        u, desired = command(t0, y)
+        if impact is None:
+            _, y1, taken, ok1, _ = solve(t0, t1, y, u)
+            y1 = correct(y1)
+            return (y1, armed, particle, record, n_steps + taken, ok & ok1), (u, desired, y1)
+
+        def cond_fn(t, y, args, **kwargs):
+            del args, kwargs
+            return jnp.where(armed, gap_of(t, y, particle), 1.0)
+
+        event = diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=event_tol, atol=event_tol))
+        te, ye, taken, ok1, mask = solve(t0, t1, y, u, event)
+        hit = jnp.asarray(jax.tree.leaves(mask)[0]) & armed
+
+        def after_impact(_):
+            r_P, v_P = particle.at(te)
+            jump = impact_jump(system, ye["q"], ye["qd"], impact.contact, particle.mass, v_P,
+                               impact.restitution)  # fmt: skip
+            y_plus = {**ye, "qd": ye["qd"] + jump.dqd}  # rotors keep their speed (eq. (39))
+            moved = Particle(particle.mass, r_P, v_P + jump.dv_P, te, particle.gravity)
+            _, y2, k2, ok2, _ = solve(te, t1, y_plus, u)
+            return y2, moved, (te, jump, ye), k2, ok2
+
+        def no_impact(_):
+            return ye, particle, record, jnp.zeros_like(taken), jnp.array(True)
+
+        y1, particle1, record1, k2, ok2 = jax.lax.cond(hit, after_impact, no_impact, None)
+        y1 = correct(y1)
+        carry = (y1, armed & ~hit, particle1, record1, n_steps + taken + k2, ok & ok1 & ok2)
+        return carry, (u, desired, y1)
+
+    nan = jnp.asarray(np.nan)
+    record0 = (nan, zero_jump, y0) if impact is not None else None
+    particle0 = impact.particle if impact is not None else None
+    carry0 = (correct(y0), jnp.array(impact is not None), particle0, record0,
+              jnp.array(0), jnp.array(True))  # fmt: skip
+    xs = (jnp.arange(steps), ts[:-1], ts[1:])
+
+    def finish(carry, outs):
+        return _finish(carry, outs, carry0, ts, command, impact, plant, actuated)
+
+    if chunked:  # the chunks ran eagerly: the rest as one compiled program, not op by op
+        carry, outs = _scan_in_chunks(interval, carry0, xs, steps)
+        return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
+    return finish(*jax.lax.scan(interval, carry0, xs))
+
+
+def _traced(*trees) -> bool:
+    """Inside a trace (jit, vmap, grad)? Then the progress bar is a host callback in the loop;
+    outside, the loop runs in chunks (`_scan_in_chunks`) and the bar moves from Python."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees)):
+        return True
+    return isinstance(jnp.array(1) + 1, jax.core.Tracer)  # equinox's test: jit stages ops
+
+
+def _scan_in_chunks(interval, carry0, xs, steps: int):
+    """``lax.scan(interval, carry0, xs)`` as up to 50 calls of one compiled scan over equal runs
+    of intervals (the largest divisor of ``steps`` up to 50), with a progress bar moved between
+    calls: no host callback in the program, so the persistent compilation cache keeps it
+    (`jaxmb.compile_cache`). The same sequence of intervals, so the same result."""
+    from tqdm.auto import tqdm
+
+    k = max(d for d in range(1, min(50, steps) + 1) if steps % d == 0)
+    m = steps // k
+    # the closure's arrays (plant, controller) become arguments of the compiled scan, not
+    # constants in it: XLA's constant folding over a whole plant takes minutes
+    first = jax.tree.map(lambda a: a[0], xs)
+    interval = eqx.filter_closure_convert(interval, carry0, first)
+    bar = tqdm(total=steps, desc="simulate", unit="sample", leave=False)
+    outs, carry = [], carry0
+    try:
+        for j in range(k):
+            carry, out = _scan(
+                interval, carry, jax.tree.map(lambda a, j=j: a[j * m : (j + 1) * m], xs)
+            )
+            outs.append(out)
+            bar.update(m)
+    finally:
+        bar.close()
+    return carry, jax.tree.map(lambda *a: jnp.concatenate(a), *outs)
+
+
+@eqx.filter_jit
+def _scan(interval, carry, xs):
+    return jax.lax.scan(lambda c, x: interval(c, x), carry, xs)  # a module is not hashable
+
+
+def _finish(carry, outs, carry0, ts, command, impact, plant, actuated) -> SampledTrajectory:
+    """The trajectory from the scan's last carry and its per-interval outputs."""
+    (yK, _, _, record, n_steps, ok), (u, desired, ys) = carry, outs
+    uK, desK = command(ts[-1], yK)
+    y = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), carry0[0], ys)
+    u = jnp.concatenate([u, uK[None]])
+    q_d = jnp.concatenate([desired[0], desK[0][None]])
+    qd_d = jnp.concatenate([desired[1], desK[1][None]])
+    if impact is None:
+        t_hit, jump, y_hit = jnp.asarray(np.nan), None, None
+    else:
+        t_hit, jump, y_hit = record
+    return SampledTrajectory(
+        t=ts,
+        y=y,
+        u=u,
+        q_d=q_d,
+        qd_d=qd_d,
+        impact_time=t_hit,
+        impact=jump,
+        impact_state=y_hit,
+        num_steps=n_steps,
+        success=ok,
+        coordinate_names=plant.coordinate_names,
+        command_names=plant.command_names if actuated else (),
+    )
+
+
+def _progress_bar(total: int):
+    """A host callback that opens a tqdm bar at the first interval, moves it as intervals end
+    and closes it after the last: each run of the compiled loop gets its own bar."""
+    holder = {}
+
+    def tick(k):
+        k = int(k)
+        if k == 0 or "bar" not in holder:
+            from tqdm.auto import tqdm
+
+            holder["bar"] = tqdm(total=total, desc="simulate", unit="sample", leave=False)
+        bar = holder["bar"]
+        bar.update(k + 1 - bar.n)
+        if k + 1 >= total:
+            bar.close()
+            holder.pop("bar")
+
+    return tick
