@@ -127,7 +127,7 @@ def lumped_uncertainty(
     $Q_a$ and the disturbance, put into the nominal model's equation,
     $d = \Gamma_n \ddot q + h_n - Q_{e,n} - Q_a$ (nominal Q_e: gravity only).
 
-    ``wrenches(t)`` and ``forces(t)`` are the disturbance (e.g. a `jaxmb.simulation.integrate.Disturbance`'s
+    ``wrenches(t)`` and ``forces(t)`` are the disturbance (e.g. a `jaxmb.simulation.Disturbance`'s
     ``wrenches_at`` and ``forces_at``). Maximising |d_i| over a trajectory estimates dbar."""
     tau = Q_a if forces is None else Q_a + forces(t)
     qdd = forward_dynamics(plant, q, qd, tau, None if wrenches is None else wrenches(t))

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxmb.actuators.plant import HydraulicPlant, events_summary
-from jaxmb.simulation.integrate import CommandTable, Trajectory
+from jaxmb.simulation import CommandTable, Trajectory
 
 __all__ = [
     "LOG_COLUMNS",

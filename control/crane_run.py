@@ -43,7 +43,7 @@ from jaxmb.models.crane import (
     crane_chain,
     lift_tilt_crane_plant,
 )
-from jaxmb.simulation.integrate import CommandTable, Trajectory, simulate
+from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
     "GAINS",

@@ -51,7 +51,7 @@ from jaxmb.control.tuning import (
 )
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.multibody.checks import failures_as_nan
-from jaxmb.simulation.integrate import simulate
+from jaxmb.simulation import simulate
 
 __all__ = [
     "VDC_GAINS",

@@ -108,7 +108,7 @@ def _torque_for_snap(plant, task, jet, snap):
 
 class FourthOrderController(eqx.Module):
     r"""Eqs. (14)-(15) with the estimates of eqs. (20)-(21), for `jaxmb.simulation.sampled.simulate_sampled`
-    (or `jaxmb.simulation.integrate.simulate`) on a `FlexibleJointPlant`.
+    (or `jaxmb.simulation.simulate`) on a `FlexibleJointPlant`.
 
     Attributes:
         model: the controller's plant model (its parameters may be in error).

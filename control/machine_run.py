@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jaxmb.control.crane_report import write_crane_report
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
 from jaxmb.control.vdc_control import VDCController
-from jaxmb.simulation.integrate import Trajectory, simulate
+from jaxmb.simulation import Trajectory, simulate
 
 __all__ = [
     "machine_controller",

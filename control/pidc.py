@@ -27,7 +27,7 @@ from jaxmb.constraints.projection import (
 )
 from jaxmb.constraints.pseudo_inverse import pinv
 from jaxmb.multibody.checks import checked
-from jaxmb.simulation.integrate import AbstractStatefulController
+from jaxmb.simulation import AbstractStatefulController
 
 __all__ = [
     "independent_velocity_map",

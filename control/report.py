@@ -15,7 +15,7 @@ import numpy as np
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from jaxmb.control.scenario import PAPER_RMSE, Scenario
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulation.integrate import Trajectory, simulate
+from jaxmb.simulation import Trajectory, simulate
 
 __all__ = ["run_scenario", "write_report"]
 

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float
 from jaxmb.control.robust import RobustController
 from jaxmb.models.series_parallel import series_parallel_3dof
 from jaxmb.multibody.model import Model
-from jaxmb.simulation.integrate import Disturbance, SinusoidReference, WindowedWrench
+from jaxmb.simulation import Disturbance, SinusoidReference, WindowedWrench
 
 __all__ = ["Scenario", "section_iv", "PAPER_RMSE"]
 

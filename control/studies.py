@@ -43,7 +43,7 @@ from jaxmb.control.scenario import Scenario, section_iv
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, lift_tilt_crane_plant
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulation.integrate import ADAPTIVE_SOLVERS, simulate
+from jaxmb.simulation import ADAPTIVE_SOLVERS, simulate
 
 __all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study", "machine_study"]
 
@@ -57,7 +57,7 @@ class SolverOptions:
     max_steps: int = 200_000
     dt_save: float = 0.01
     dtmin: float = 1e-9
-    method: str = "tsit5"  # a solver name of `jaxmb.simulation.integrate.simulate`
+    method: str = "tsit5"  # a solver name of `jaxmb.simulation.simulate`
 
     def __post_init__(self):
         if self.method not in ADAPTIVE_SOLVERS:

@@ -20,7 +20,7 @@ rather than merely true: with ``kappa_i <= dbar_i`` it falls back to the K-based
 orders of magnitude larger.
 
 Gradients are those of the discrete solve; through the thin boundary layer they are wrong at
-loose tolerances (`jaxmb.simulation.integrate.simulate`), so tuning solves at ``rtol = 1e-8`` and a test
+loose tolerances (`jaxmb.simulation.simulate`), so tuning solves at ``rtol = 1e-8`` and a test
 checks the gradient against central finite differences.
 """
 

@@ -58,7 +58,7 @@ from jaxmb.actuators.hydraulics import signed_sqrt
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.algorithms.dynamics import forward_dynamics
 from jaxmb.multibody.checks import checked
-from jaxmb.simulation.integrate import desired_state
+from jaxmb.simulation import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
 from jaxmb.vdc.bodies import body_gains, body_required_forces
 

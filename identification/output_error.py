@@ -1,7 +1,7 @@
 r"""Hydraulic parameter identification by output error with multiple shooting.
 
 The plant (a `jaxmb.actuators.plant.HydraulicPlant`) is simulated open loop with a log's valve commands
-(`jaxmb.simulation.integrate.CommandTable`, linear interpolation of the logged samples) and its parameters
+(`jaxmb.simulation.CommandTable`, linear interpolation of the logged samples) and its parameters
 are chosen to minimise the mismatch between simulated and measured pressures and positions:
 
     min_theta 1/2 sum_k sum_j sum_c ((y_c(t_kj; theta, x_k) - y~_c(t_kj)) / s_c)^2
@@ -80,7 +80,7 @@ from jaxmb.actuators.parameters import (
 )
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
-from jaxmb.simulation.integrate import CommandTable, simulate
+from jaxmb.simulation import CommandTable, simulate
 
 __all__ = [
     "HydraulicParameters",

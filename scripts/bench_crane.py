@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import jaxmb  # noqa: E402
 from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller  # noqa: E402
 from jaxmb.models.crane import WAYPOINTS  # noqa: E402
-from jaxmb.simulation.integrate import QuinticWaypoints  # noqa: E402
+from jaxmb.simulation import QuinticWaypoints  # noqa: E402
 
 T_FINAL = 18.0
 TS = jnp.linspace(0.0, T_FINAL, 181)

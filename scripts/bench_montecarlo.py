@@ -99,7 +99,7 @@ def rate(name: str, batch: int, t_final: float, devices, method: str | None = No
 def vector_field_cost(devices, n: int = 10_000) -> float:
     """Seconds per state of one batched plant + controller evaluation (the Section IV loop)."""
     from jaxmb.algorithms.dynamics import forward_dynamics
-    from jaxmb.simulation.integrate import desired_state
+    from jaxmb.simulation import desired_state
 
     study, ctrl = study_for("section_iv", 2.0)
     sc = study.scenario

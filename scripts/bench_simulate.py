@@ -40,7 +40,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from jaxmb.control import section_iv  # noqa: E402
-from jaxmb.simulation.integrate import simulate  # noqa: E402
+from jaxmb.simulation import simulate  # noqa: E402
 
 
 def timed(fn, *a):

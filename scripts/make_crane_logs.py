@@ -13,7 +13,7 @@ What it does (deterministic for a given seed):
    small multisine dither on the valve commands, tracking a multisine reference (inside the
    working range and strokes), and samples the commands it sent at 1 kHz.
 3. Drives the true plant with exactly those 1 kHz commands, linearly interpolated
-   (`jaxmb.simulation.integrate.CommandTable`, as a replay sees them), at tight tolerances: so the logged
+   (`jaxmb.simulation.CommandTable`, as a replay sees them), at tight tolerances: so the logged
    commands are exactly what moved the plant.
 4. Adds sensor effects: encoders with 2^17 counts/rev, pressure transducers with Gaussian
    noise (0.3 bar) and 16-bit quantisation over 0..250 bar, piston positions with 0.1 mm noise.
@@ -42,7 +42,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from jaxmb.models.crane import lift_tilt_crane_plant  # noqa: E402
-from jaxmb.simulation.integrate import CommandTable, simulate  # noqa: E402
+from jaxmb.simulation import CommandTable, simulate  # noqa: E402
 
 ACTUATORS = ("lift", "tilt")
 PAYLOAD = 150.0  # kg: an experimental condition, known to the fit (in the sidecar)

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 from jaxmb.io.logs import UNITS, write_log  # noqa: E402
 from jaxmb.io.machine import load_machine  # noqa: E402
-from jaxmb.simulation.integrate import CommandTable, simulate  # noqa: E402
+from jaxmb.simulation import CommandTable, simulate  # noqa: E402
 
 DEFAULT = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
 DT = 1e-3

@@ -22,7 +22,7 @@ import jaxmb.identification.mechanics  # noqa: E402
 import jaxmb.identification.output_error as _oe  # noqa: E402
 import jaxmb.identification.rigid as _rigid  # noqa: E402
 import jaxmb.simulation.sampled  # noqa: E402
-from jaxmb.simulation.integrate import simulate  # noqa: E402
+from jaxmb.simulation import simulate  # noqa: E402
 
 ARM = jaxmb.models.series_parallel_3dof()
 RPR = jaxmb.models.rpr3()

@@ -8,7 +8,7 @@ import pytest
 
 import jaxmb
 from jaxmb.constraints import projection as pj
-from jaxmb.simulation.integrate import SinusoidReference, simulate
+from jaxmb.simulation import SinusoidReference, simulate
 
 DEP = jaxmb.models.series_parallel_3dof_dependent()
 MIN = jaxmb.models.series_parallel_3dof(full=True)

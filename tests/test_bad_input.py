@@ -17,7 +17,7 @@ import jaxmb
 import jaxmb.control
 from jaxmb.cli import _negative_values, build_parser, main
 from jaxmb.io.urdf import UrdfError, UrdfWarning
-from jaxmb.simulation.integrate import simulate
+from jaxmb.simulation import simulate
 
 INERTIAL = (
     '<inertial><mass value="1"/>'

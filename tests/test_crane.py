@@ -13,7 +13,7 @@ from jaxmb.control import virtual_stability
 from jaxmb.control.crane_report import LOG_COLUMNS, crane_summary, log_columns, read_commands
 from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller, crane_replay
 from jaxmb.models.crane import WAYPOINTS, abcd_reference
-from jaxmb.simulation.integrate import CommandTable, QuinticWaypoints
+from jaxmb.simulation import CommandTable, QuinticWaypoints
 
 BAR = 1e5
 # one save grid for every closed-loop run, so the compiled loop is shared
@@ -53,7 +53,7 @@ def test_spec_tool_points_and_gravity():
 
 def test_abcd_reference_is_the_spec_task():
     ref = abcd_reference()
-    from jaxmb.simulation.integrate import desired_state
+    from jaxmb.simulation import desired_state
 
     for t, k in (
         (0.0, "A"),

@@ -152,7 +152,7 @@ def test_flexible_drives_on_a_minimal_coordinate_model(arm):
     """The same drives on a `Model` (the series-parallel arm, whose closed chain is a
     coordinate map), through `simulate`: under gravity, unforced and undamped, the energy of
     links, rotors and springs is constant."""
-    from jaxmb.simulation.integrate import simulate
+    from jaxmb.simulation import simulate
 
     plant = FlexibleJointPlant(
         arm, arm.coordinate_names, rotor_inertia=1e-4, gear_ratio=50.0, stiffness=5000.0

@@ -25,7 +25,7 @@ import pytest
 
 from jaxmb.control import study_config
 from jaxmb.control.montecarlo import chunk_runner, run_study
-from jaxmb.simulation.integrate import simulate
+from jaxmb.simulation import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 ARM_TOML = (REPO / "data" / "montecarlo_section_iv.toml").read_text()
@@ -84,7 +84,7 @@ def test_rows_match_an_independent_simulation(arm, reference_run):
     e0 = np.array([v[names.index(f"initial_error.{c}")] for c in ("phi", "theta", "delta")])
     push = v[names.index("disturbance.scale")] * 25.0
     assert plant.body("link1").mass == pytest.approx(v[names.index("body.link1.mass")])
-    from jaxmb.simulation.integrate import Disturbance, WindowedWrench
+    from jaxmb.simulation import Disturbance, WindowedWrench
 
     dist = Disturbance(
         wrenches={"F3": WindowedWrench([0, 0, 0, 0, -push, 0], 10.0, 11.0)}, jump_times=(10.0, 11.0)

@@ -152,7 +152,7 @@ def test_integral_force_loop_removes_the_force_error_of_a_wrong_model():
 
     from jaxmb.actuators.plant import ForceSensedPlant
     from jaxmb.control import HybridForceControl
-    from jaxmb.simulation.integrate import SinusoidReference, simulate
+    from jaxmb.simulation import SinusoidReference, simulate
 
     plant_sys, model_sys = jaxmb.models.slider_crank(m=1.0), jaxmb.models.slider_crank(m=0.8)
     plant = ForceSensedPlant(plant_sys, tau=0.01)

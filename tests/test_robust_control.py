@@ -16,7 +16,7 @@ from jaxmb.control import (
     ultimate_bounds,
 )
 from jaxmb.control.robust import filtered_error
-from jaxmb.simulation.integrate import desired_state, simulate
+from jaxmb.simulation import desired_state, simulate
 
 SCENARIO = section_iv()
 TS = jnp.linspace(0.0, SCENARIO.t_final, 801)

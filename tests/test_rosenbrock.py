@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxmb.control import section_iv
-from jaxmb.simulation.integrate import simulate
+from jaxmb.simulation import simulate
 from jaxmb.simulation.rosenbrock import Rodas4
 
 SOLVERS = {"rodas4": (Rodas4(), 4)}

@@ -9,7 +9,7 @@ import jaxmb
 from jaxmb.constraints import projection as pj
 from jaxmb.control import ProjectedInverseDynamics
 from jaxmb.models import planar_rpr
-from jaxmb.simulation.integrate import desired_state, simulate
+from jaxmb.simulation import desired_state, simulate
 
 SYSTEM = jaxmb.models.rpr3()
 DEG = np.pi / 180

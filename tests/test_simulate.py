@@ -9,7 +9,7 @@ import pytest
 
 import jaxmb
 from jaxmb.control import RobustController
-from jaxmb.simulation.integrate import Disturbance, SinusoidReference, WindowedWrench, simulate
+from jaxmb.simulation import Disturbance, SinusoidReference, WindowedWrench, simulate
 
 M_SLIDER = 2.0
 

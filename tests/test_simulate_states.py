@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 
 import jaxmb
-from jaxmb.simulation.integrate import AbstractStatefulController, CommandTable, simulate
+from jaxmb.simulation import AbstractStatefulController, CommandTable, simulate
 
 M, G = 2.0, 9.81
 KP, KD, KI = 40.0, 12.0, 30.0

@@ -8,7 +8,7 @@ import pytest
 
 import jaxmb
 from jaxmb.constraints import projection as pj
-from jaxmb.simulation.integrate import DriftCorrection, simulate
+from jaxmb.simulation import DriftCorrection, simulate
 
 M_, L_, G_ = 1.3, 0.7, 9.81
 SYSTEM = jaxmb.models.slider_crank(M_, L_, G_)

@@ -6,6 +6,7 @@ by Taylor jets (`reduced`)."""
 from . import cylinder_loops as cylinder_loops
 from . import flexible as flexible
 from . import hydraulics as hydraulics
+from . import parameters as parameters
 from . import plant as plant
 from . import reduced as reduced
 from .cylinder_loops import CylinderLoops as CylinderLoops
@@ -24,6 +25,14 @@ from .hydraulics import LuGreFriction as LuGreFriction
 from .hydraulics import StribeckFriction as StribeckFriction
 from .hydraulics import Valve as Valve
 from .hydraulics import signed_sqrt as signed_sqrt
+from .parameters import COM_AXES as COM_AXES
+from .parameters import COM_STEP as COM_STEP
+from .parameters import INERTIA_AXES as INERTIA_AXES
+from .parameters import HydraulicParameters as HydraulicParameters
+from .parameters import is_additive as is_additive
+from .parameters import is_entry as is_entry
+from .parameters import parameter_getter as parameter_getter
+from .parameters import with_values as with_values
 from .plant import AbstractPlant as AbstractPlant
 from .plant import ForceSensedPlant as ForceSensedPlant
 from .plant import HydraulicPlant as HydraulicPlant

@@ -199,8 +199,8 @@ class Task:
         return (len(self.waypoints) - 1) * self.segment_time + self.hold
 
     def reference(self):
-        """``q_d(t)`` (`jaxmb.simulation.integrate.QuinticWaypoints`)."""
-        from jaxmb.simulation.integrate import QuinticWaypoints
+        """``q_d(t)`` (`jaxmb.simulation.QuinticWaypoints`)."""
+        from jaxmb.simulation import QuinticWaypoints
 
         return QuinticWaypoints(self.waypoints, segment_time=self.segment_time)
 

@@ -76,8 +76,8 @@ WAYPOINTS = {"A": (0.15, -0.45), "B": (0.95, -0.45), "C": (0.95, 0.25), "D": (0.
 
 def abcd_reference():
     """The spec's A-B-C-D task: two loops A-B-C-D-A of quintic rest-to-rest segments in joint
-    space, 2 s each (0-16 s), then holding A to 18 s (`jaxmb.simulation.integrate.QuinticWaypoints`)."""
-    from jaxmb.simulation.integrate import QuinticWaypoints
+    space, 2 s each (0-16 s), then holding A to 18 s (`jaxmb.simulation.QuinticWaypoints`)."""
+    from jaxmb.simulation import QuinticWaypoints
 
     order = "ABCDABCDA"
     return QuinticWaypoints([WAYPOINTS[k] for k in order], segment_time=2.0)

@@ -13,9 +13,8 @@ gains or models without recompiling per element.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Mapping
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -30,160 +29,27 @@ from jaxmb.constraints import projection
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array, check_finite, checked, runtime_check
 from jaxmb.multibody.model import Model
+from jaxmb.simulation.command_table import CommandTable
+from jaxmb.simulation.controller import AbstractStatefulController
+from jaxmb.simulation.disturbances import Disturbance
+from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, ProjectedSolver
+from jaxmb.simulation.references import desired_state
+from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
 
-__all__ = [
-    "Reference",
-    "SinusoidReference",
-    "QuinticWaypoints",
-    "desired_state",
-    "WindowedWrench",
-    "Disturbance",
-    "Trajectory",
-    "AbstractStatefulController",
-    "CommandTable",
-    "DriftCorrection",
-    "ProjectedSolver",
-    "simulate",
-]
+__all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
 
-class Reference(eqx.Module):
-    r"""Abstract desired trajectory ``q_d(t)``; velocity and acceleration come by autodiff
-    (`desired_state`), so a concrete reference only defines positions. Any callable of t works
-    where a reference is expected; this interface is for references that carry parameters."""
-
-    @abc.abstractmethod
-    def __call__(self, t: Float[ArrayLike, ""]) -> Float[Array, " n"]: ...
-
-
-class SinusoidReference(Reference):
-    r"""$q_{d,i}(t) = o_i + a_i \sin(2\pi t / T_i + \varphi_i)$, componentwise (SI units, s)."""
-
-    offset: Float[Array, " n"]
-    amplitude: Float[Array, " n"]
-    period: Float[Array, " n"]
-    phase: Float[Array, " n"]
-
-    def __init__(self, offset, amplitude, period, phase=None):
-        self.offset = jnp.asarray(offset, dtype=float)
-        self.amplitude = jnp.asarray(amplitude, dtype=float)
-        self.period = jnp.asarray(period, dtype=float)
-        self.phase = jnp.zeros_like(self.offset) if phase is None else jnp.asarray(phase, float)
-        shapes = {x.shape for x in (self.offset, self.amplitude, self.period, self.phase)}
-        if len(shapes) != 1 or len(next(iter(shapes))) != 1:
-            raise ValueError(
-                f"SinusoidReference: offset, amplitude, period, phase must be equal 1-D shapes, got {shapes}"
-            )
-        if not np.all(np.asarray(self.period) > 0):
-            raise ValueError(
-                f"SinusoidReference: period must be > 0, got {np.asarray(self.period)}"
-            )
-
-    def __call__(self, t):
-        return self.offset + self.amplitude * jnp.sin(2 * jnp.pi * t / self.period + self.phase)
-
-
-class QuinticWaypoints(Reference):
-    r"""Rest-to-rest quintic segments through waypoints, then a hold at the last one:
-
-    $q(t) = q_k + (q_{k+1} - q_k)(10 s^3 - 15 s^4 + 6 s^5)$, $s = (t - t_k) / T$,
-
-    each segment lasting ``segment_time`` T (s), from ``t_start``; before ``t_start`` the
-    reference rests at the first waypoint, after the last segment at the last one. Velocity
-    and acceleration are zero at every waypoint, so the reference is C^2 (the jerk jumps
-    there, which the adaptive step-size controller resolves). Times are array leaves, so a
-    reference of another pace reuses the compiled simulation.
-
-    Attributes:
-        waypoints: (k, n) joint-space waypoints, visited in order (SI units).
-        segment_time: duration of each segment, s.
-        t_start: start of the first segment, s."""
-
-    waypoints: Float[Array, "k n"]
-    segment_time: Float[Array, ""]
-    t_start: Float[Array, ""]
-
-    def __init__(self, waypoints, segment_time, t_start=0.0):
-        w = np.asarray(waypoints, dtype=float)
-        if w.ndim != 2 or w.shape[0] < 2 or not np.all(np.isfinite(w)):
-            raise ValueError(
-                f"QuinticWaypoints: waypoints must be a finite (k >= 2, n) array, got shape {w.shape}"
-            )
-        self.waypoints = jnp.asarray(w)
-        self.segment_time = checked(
-            segment_time, lambda x: ~(x > 0), "QuinticWaypoints: segment_time must be > 0 s", ()
-        )
-        self.t_start = checked(
-            t_start, lambda x: ~jnp.isfinite(x), "QuinticWaypoints: t_start must be finite", ()
-        )
-
-    @property
-    def t_end(self) -> Array:
-        """End of the last segment, s."""
-        return self.t_start + self.segment_time * (self.waypoints.shape[0] - 1)
-
-    def __call__(self, t):
-        k_last = self.waypoints.shape[0] - 2
-        tau = (t - self.t_start) / self.segment_time
-        k = jnp.clip(jnp.floor(tau), 0, k_last).astype(int)
-        s = jnp.clip(tau - k, 0.0, 1.0)
-        blend = s**3 * (10 - 15 * s + 6 * s**2)
-        return self.waypoints[k] + (self.waypoints[k + 1] - self.waypoints[k]) * blend
-
-
-def desired_state(reference: Callable, t) -> tuple[Array, Array, Array]:
-    """``(q_d, qd_d, qdd_d)`` at time t, the derivatives by forward-mode autodiff."""
-    t = jnp.asarray(t, dtype=float)
-
-    def velocity(t_):
-        return jax.jvp(reference, (t_,), (jnp.ones_like(t_),))
-
-    (q_d, qd_d), (_, qdd_d) = jax.jvp(velocity, (t,), (jnp.ones_like(t),))
-    return q_d, qd_d, qdd_d
-
-
-class WindowedWrench(eqx.Module):
-    """A constant wrench ``[moment; force]`` (in the frame it is applied to) for
-    ``t_start <= t < t_end``, zero otherwise."""
-
-    wrench: Float[Array, 6]
-    t_start: float = eqx.field(static=True)
-    t_end: float = eqx.field(static=True)
-
-    def __init__(self, wrench, t_start: float, t_end: float):
-        self.wrench = jnp.asarray(wrench, dtype=float)
-        if self.wrench.shape != (6,):
-            raise ValueError(
-                f"WindowedWrench: wrench must have shape (6,), got {self.wrench.shape}"
-            )
-        if not t_end > t_start:
-            raise ValueError(f"WindowedWrench: need t_end > t_start, got [{t_start}, {t_end})")
-        self.t_start, self.t_end = float(t_start), float(t_end)
-
-    def __call__(self, t):
-        on = (t >= self.t_start) & (t < self.t_end)
-        return jnp.where(on, self.wrench, jnp.zeros_like(self.wrench))
-
-
-class Disturbance(eqx.Module):
-    """Time-dependent external loads on the plant: wrenches ``{frame: f(t) -> [moment; force]}``
-    in that frame's coordinates and/or generalized forces ``g(t) -> (n,)``. ``jump_times`` lists
-    the instants where they jump, so that the step-size controller lands on them."""
-
-    wrenches: Mapping[str, Callable] | None = None
-    forces: Callable | None = None
-    jump_times: tuple[float, ...] = eqx.field(static=True, default=())
-
-    def wrenches_at(self, t) -> dict[str, Array] | None:
-        if not self.wrenches:
-            return None
-        return {name: f(t) for name, f in self.wrenches.items()}
-
-    def forces_at(self, t, n: int):
-        if self.forces is None:
-            return jnp.zeros(n)
-        return self.forces(t)
+_SOLVERS = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "bosh3": diffrax.Bosh3,
+    "kvaerno5": diffrax.Kvaerno5,
+    "rodas4": Rodas4,
+    "rk4": RK4,
+}
+# the names a study may choose: every one with an error estimate for the adaptive controller
+ADAPTIVE_SOLVERS = tuple(name for name in _SOLVERS if name != "rk4")
 
 
 class Trajectory(eqx.Module):
@@ -245,169 +111,6 @@ class Trajectory(eqx.Module):
         return self.q - self.q_d
 
 
-class AbstractStatefulController(eqx.Module):
-    r"""A controller with its own integrated state ``c`` (integral actions, filters,
-    observers), integrated by `simulate` together with the plant.
-
-    ``init(t0, y0, desired0) -> c0`` gives the initial state and
-    ``__call__(t, y, desired, c) -> (command, dc/dt)`` the command and the state's rate, with
-    ``y`` the plant state as a dict (``{"q", "qd"}`` for a mechanical plant, plus
-    ``"actuators"`` for an `AbstractPlant`) and ``desired = (q_d, qd_d, qdd_d)``."""
-
-    @abc.abstractmethod
-    def init(self, t0, y0: dict, desired0): ...
-
-    @abc.abstractmethod
-    def __call__(self, t, y: dict, desired, c): ...
-
-
-class CommandTable(eqx.Module):
-    """Open-loop commands given as a table: times ``t`` (T,), strictly increasing, and values
-    (T, m) named ``names``, linearly interpolated in between and held constant outside.
-
-    Used as the controller of a plant with actuators (``simulate(plant, CommandTable(...),
-    None, ...)``) to replay logged commands: the same code path as output-error
-    identification. Columns are matched to ``plant.command_names`` by name."""
-
-    t: Float[Array, " T"]
-    values: Float[Array, "T m"]
-    names: tuple[str, ...] = eqx.field(static=True)
-
-    def __init__(self, t, values, names):
-        t = np.asarray(t, dtype=float)
-        values = np.asarray(values, dtype=float)
-        names = tuple(names)
-        if t.ndim != 1 or t.shape[0] < 2:
-            raise ValueError(
-                f"CommandTable: t must be 1-D with at least 2 samples, got shape {t.shape}"
-            )
-        if not np.all(np.isfinite(t)) or not np.all(np.diff(t) > 0):
-            raise ValueError("CommandTable: t must be finite and strictly increasing")
-        if values.ndim == 1:
-            values = values[:, None]
-        if values.shape != (t.shape[0], len(names)):
-            raise ValueError(
-                f"CommandTable: values must have shape ({t.shape[0]}, {len(names)}) for "
-                f"{names}, got {values.shape}"
-            )
-        bad = [n for j, n in enumerate(names) if not np.all(np.isfinite(values[:, j]))]
-        if bad:
-            raise ValueError(f"CommandTable: column(s) {bad} hold NaN or inf")
-        self.t, self.values, self.names = jnp.asarray(t), jnp.asarray(values), names
-
-    def for_plant(self, plant) -> CommandTable:
-        """The table with its columns in ``plant.command_names`` order."""
-        want = plant.command_names
-        missing = [n for n in want if n not in self.names]
-        if missing:
-            raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
-        if tuple(want) == self.names:
-            return self
-        idx = jnp.asarray([self.names.index(n) for n in want])
-        # a reordering of a checked table: no new values to check (and they may be traced)
-        out = object.__new__(CommandTable)
-        for k, v in (("t", self.t), ("values", self.values[:, idx]), ("names", tuple(want))):
-            object.__setattr__(out, k, v)
-        return out
-
-    def __call__(self, t, y=None, desired=None):
-        del y, desired
-        return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
-
-
-class RK4(diffrax.AbstractERK):
-    """The classical fourth-order Runge-Kutta method (MATLAB's ode4), for fixed steps
-    (``simulate(..., solver="rk4", fixed_step=h)``): it has no embedded error estimate, so an
-    adaptive step-size controller cannot use it."""
-
-    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
-        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-        b_error=np.zeros(4),
-        c=np.array([0.5, 0.5, 1.0]),
-    )
-    interpolation_cls: ClassVar[Callable] = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
-
-    def order(self, terms):
-        del terms
-        return 4
-
-
-_SOLVERS = {
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "bosh3": diffrax.Bosh3,
-    "kvaerno5": diffrax.Kvaerno5,
-    "rodas4": Rodas4,
-    "rk4": RK4,
-}
-# the names a study may choose: every one with an error estimate for the adaptive controller
-ADAPTIVE_SOLVERS = tuple(name for name in _SOLVERS if name != "rk4")
-
-
-class DriftCorrection(eqx.Module):
-    """Constraint drift correction for `ConstrainedSystem` plants (Aghili (2005) Section 6): after
-    every solver step, if ``max |Phi|`` or ``max |A qd|`` exceeds ``tol``, iterate eq. (39) at
-    most ``max_iter`` times and project the velocity (`jaxmb.constraints.projection.correct`)."""
-
-    tol: float = eqx.field(static=True, default=1e-12)
-    max_iter: int = eqx.field(static=True, default=8)
-
-
-_DEFAULT_CORRECTION = DriftCorrection()
-
-
-class ProjectedSolver(diffrax.AbstractWrappedSolver):
-    """A diffrax solver whose every step ends on the constraint manifold: ``y1`` of the wrapped
-    solver is drift-corrected (`jaxmb.constraints.projection.correct`) before it is accepted. The error
-    estimate is the wrapped solver's. A step after a correction re-evaluates its first stage
-    (``made_jump``), since first-same-as-last solvers would reuse the vector field at the
-    uncorrected point."""
-
-    solver: diffrax.AbstractSolver
-    system: ConstrainedSystem
-    correction: DriftCorrection
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args), jnp.array(False)
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner, corrected = solver_state
-        y1, y_error, dense_info, inner, result = self.solver.step(
-            terms, t0, t1, y0, args, inner, made_jump | corrected
-        )
-        if isinstance(y1[0], tuple):  # ((q, qd), controller state)
-            q, qd, moved = self.correct(y1[0])
-            return ((q, qd), y1[1]), y_error, dense_info, (inner, moved), result
-        q, qd, moved = self.correct(y1)
-        return (q, qd), y_error, dense_info, (inner, moved), result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
-
-    def correct(self, y):
-        q, qd = y
-        c = self.correction
-        return projection.correct(self.system, q, qd, tol=c.tol, max_iter=c.max_iter)
-
-
 def simulate(
     plant: Model | ConstrainedSystem | AbstractPlant,
     controller: Callable,
@@ -425,7 +128,7 @@ def simulate(
     throw: bool = True,
     progress: bool = False,
     adjoint: diffrax.AbstractAdjoint | None = None,
-    correction: DriftCorrection | None = _DEFAULT_CORRECTION,
+    correction: DriftCorrection | None = DEFAULT_CORRECTION,
     inertia: str = "nonsymmetric",
     actuator_state0: Mapping | None = None,
     fixed_step: float | None = None,

@@ -1,0 +1,66 @@
+"""Open-loop commands from a table (a log's valve commands): linear interpolation between
+samples, held constant outside."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+__all__ = ["CommandTable"]
+
+
+class CommandTable(eqx.Module):
+    """Open-loop commands given as a table: times ``t`` (T,), strictly increasing, and values
+    (T, m) named ``names``, linearly interpolated in between and held constant outside.
+
+    Used as the controller of a plant with actuators (``simulate(plant, CommandTable(...),
+    None, ...)``) to replay logged commands: the same code path as output-error
+    identification. Columns are matched to ``plant.command_names`` by name."""
+
+    t: Float[Array, " T"]
+    values: Float[Array, "T m"]
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(self, t, values, names):
+        t = np.asarray(t, dtype=float)
+        values = np.asarray(values, dtype=float)
+        names = tuple(names)
+        if t.ndim != 1 or t.shape[0] < 2:
+            raise ValueError(
+                f"CommandTable: t must be 1-D with at least 2 samples, got shape {t.shape}"
+            )
+        if not np.all(np.isfinite(t)) or not np.all(np.diff(t) > 0):
+            raise ValueError("CommandTable: t must be finite and strictly increasing")
+        if values.ndim == 1:
+            values = values[:, None]
+        if values.shape != (t.shape[0], len(names)):
+            raise ValueError(
+                f"CommandTable: values must have shape ({t.shape[0]}, {len(names)}) for "
+                f"{names}, got {values.shape}"
+            )
+        bad = [n for j, n in enumerate(names) if not np.all(np.isfinite(values[:, j]))]
+        if bad:
+            raise ValueError(f"CommandTable: column(s) {bad} hold NaN or inf")
+        self.t, self.values, self.names = jnp.asarray(t), jnp.asarray(values), names
+
+    def for_plant(self, plant) -> CommandTable:
+        """The table with its columns in ``plant.command_names`` order."""
+        want = plant.command_names
+        missing = [n for n in want if n not in self.names]
+        if missing:
+            raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
+        if tuple(want) == self.names:
+            return self
+        idx = jnp.asarray([self.names.index(n) for n in want])
+        # a reordering of a checked table: no new values to check (and they may be traced)
+        out = object.__new__(CommandTable)
+        for k, v in (("t", self.t), ("values", self.values[:, idx]), ("names", tuple(want))):
+            object.__setattr__(out, k, v)
+        return out
+
+    def __call__(self, t, y=None, desired=None):
+        del y, desired
+        return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
