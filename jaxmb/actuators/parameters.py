@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 _PARTS = ("valve", "cylinder", "friction", "body")
+# the selector fields of a body's centre and inertia diagonal -> their index in the leaf
 COM_AXES = {"com_x": 0, "com_y": 1, "com_z": 2}
 INERTIA_AXES = {"I_xx": 0, "I_yy": 1, "I_zz": 2}
 _BODY_FIELDS = ("mass", *COM_AXES, *INERTIA_AXES)

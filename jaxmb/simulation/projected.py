@@ -22,6 +22,7 @@ class DriftCorrection(eqx.Module):
     max_iter: int = eqx.field(static=True, default=8)
 
 
+# what `simulate` corrects with when it is given a ConstrainedSystem and no correction
 DEFAULT_CORRECTION = DriftCorrection()
 
 

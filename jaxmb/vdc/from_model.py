@@ -59,6 +59,7 @@ def planar_angle(v) -> Array:
 
 
 def frames_by_name(model: Model) -> dict:
+    """``{name: Frame}`` of ``model``'s frames."""
     return {f.name: f for f in model.frames}
 
 

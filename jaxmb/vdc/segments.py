@@ -195,6 +195,8 @@ def revolute_velocities(
 
 
 def revolute_rotations(seg: RevoluteSegment, q, R_Wc):
+    """World rotations of a revolute segment's frames (B0, B1, Tc, B3, B4, T2, E1) at angle ``q``,
+    given the driven frame's ``R_Wc``: what a chain needs to express gravity in each frame."""
     P, _ = revolute_placements(seg, q)
     R0 = R_Wc
     R1 = R0 @ P["01"][0]
@@ -348,6 +350,8 @@ def prismatic_velocities(
 
 
 def prismatic_rotations(seg: PrismaticSegment, xt, R_Wc):
+    """World rotations of a prismatic segment's frames (P2, B5, P3, E2) given the case's
+    ``R_Wc``; the stroke ``xt`` moves them without turning them."""
     R3 = R_Wc @ seg.R_B5P3
     return {"P2": R_Wc, "B5": R_Wc, "P3": R3, "E2": R3 @ seg.R_P3E}
 
