@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from jaxmb.actuators.plant import HydraulicPlant, events_summary
+from jaxmb.io.logs import read_log
+from jaxmb.multibody.kinematics import frame_jacobian, frame_pose
 from jaxmb.simulation import CommandTable, Trajectory
 
 __all__ = [
@@ -57,8 +59,6 @@ def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
     if not path.is_file():
         raise ValueError(f"commands file {str(path)!r} does not exist")
     if path.suffix == ".parquet":  # a log in the project's format (read and validated there)
-        from jaxmb.io.logs import read_log
-
         log = read_log(path)
         missing = [c for c in names if not log.has(c)]
         if missing:
@@ -168,8 +168,6 @@ def crane_summary(
     performance index (Petrovic & Mattila (2022) Section 1, after Zhu)."""
     import jax
 
-    from jaxmb.multibody.kinematics import frame_jacobian, frame_pose
-
     t = np.asarray(tr.t)
     model = plant.model
     tool_frame = tool
@@ -257,8 +255,6 @@ def _figures(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from jaxmb.multibody.kinematics import frame_pose
 
     t = np.asarray(tr.t)
     model = plant.model

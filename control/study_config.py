@@ -54,6 +54,8 @@ import numpy as np
 
 from jaxmb.control.sampling import Distribution, Parameter
 from jaxmb.control.studies import SolverOptions, arm_study, crane_study, machine_study
+from jaxmb.io.machine import BUILTIN, load_machine
+from jaxmb.io.params_file import apply_hydraulics, read_params
 
 __all__ = ["load_config", "build_study", "read_gains", "write_gains", "SCENARIOS"]
 
@@ -138,8 +140,6 @@ def _relative(cfg: dict, key: str) -> Path:
 
 def _params_of(machine, path) -> dict:
     """The parameter file at ``path``, refused if it is another machine's."""
-    from jaxmb.io.params_file import read_params
-
     doc = read_params(path)
     if doc["model"] not in machine.names:
         raise ValueError(
@@ -153,9 +153,6 @@ def _machine(cfg: dict):
     relative to the configuration, or a built-in machine's name), and its plant with the
     identified parameters of ``[study] params`` (`jaxmb identify`'s params.json) if given."""
     import hashlib
-
-    from jaxmb.io.machine import BUILTIN, load_machine
-    from jaxmb.io.params_file import apply_hydraulics
 
     name = cfg["study"]["machine"]
     machine = load_machine(name if name in BUILTIN else _relative(cfg, "machine"))

@@ -1,14 +1,16 @@
 """jaxmb.identification: identification of inertial, friction and hydraulic parameters from
 logged experiment data (installed from the top-level identification/ folder).
 
-Modules: `signals` (zero-phase filtering,
-differentiation, decimation), `regressor` (drive and friction terms, base parameters),
-`least_squares` (OLS/WLS and statistics), `consistent` (log-Cholesky physically consistent
-fits), `rigid` (the regressor route), `output_error` and `hydraulic_route` (hydraulic
-parameters by multiple shooting), `excitation` (optimal Fourier trajectories), `identify` (the
-`jaxmb identify` workflow), `drift` (a free
-run's expected drift from the parameters' uncertainty). The log format and the parameter
-file are `jaxmb.io.logs` and `jaxmb.io.params_file`; the log functions are re-exported here."""
+Modules: `signals` (zero-phase filtering, differentiation, decimation), `regressor` (drive and
+friction terms, base parameters), `least_squares` (OLS/WLS and statistics), `consistent`
+(log-Cholesky physically consistent fits), `rigid` (the regressor route), `coulomb_width` and
+`cutoff_choice` (settings chosen from the data), `excitation` (optimal Fourier trajectories),
+`mechanics` and `payload` (a hydraulic machine's booms and payload by the regressor route),
+`output_error`, `start_states`, `noise_weighted`, `model_choice` and `long_refit` (hydraulic
+parameters by multiple shooting), `drift` (a free run's expected drift from the parameters'
+uncertainty), `replay` (a free-run replay of a log), `hydraulic_route` and `identify` (the
+`jaxmb identify` workflow), `report`. The log format and the parameter file are
+`jaxmb.io.logs` and `jaxmb.io.params_file`; the log functions are re-exported here."""
 
 from jaxmb.identification import consistent as consistent
 from jaxmb.identification import drift as drift

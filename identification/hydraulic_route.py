@@ -51,7 +51,6 @@ __all__ = [
     "hydraulic_selectors",
     "identify_hydraulic",
     "log_columns",
-    "apply_hydraulics",
     "with_held",
 ]
 

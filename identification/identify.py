@@ -138,7 +138,7 @@ def _as_recorded(log, source: str, cutoff: float, resample: str, dt: float | Non
     """``(segments, note)``: a uniform log as its one segment (note None); a log with jittered
     stamps or gaps split at every gap longer than a tenth of the ``cutoff``'s period (and two
     median intervals) and put on a uniform grid of interval ``dt`` (default its median) piece
-    by piece (`logs.uniform_segments`; pieces shorter than four of the cutoff's edge trims
+    by piece (`jaxmb.io.logs.uniform_segments`; pieces shorter than four of the cutoff's edge trims
     dropped), or refused with ``resample="off"``. With the cutoff chosen from the motion,
     ``cutoff`` is 10 Hz here."""
     rep = sampling_report(log)

@@ -688,13 +688,14 @@ def with_scales(segments: Segments, scales: Float[np.ndarray, " c"]) -> Segments
 
 # pilots fit every other segment that enters the residual, if that leaves at least this many:
 # half the simulation (a 60 s crane log: 31 s of pilots instead of 59 s) for scales whose
-# sampling error is about 1 / sqrt(2 K) of a signal's RMS (9 % at K = 60, within `noise_weighted`'s tolerance).
-# A quarter measured 5 s less but its scales came out 10-30 % apart from the whole log's.
+# sampling error is about 1 / sqrt(2 K) of a signal's RMS (9 % at K = 60, within the 10 % to
+# which `noise_weighted` settles the scales). A quarter measured 5 s less but its scales came
+# out 10-30 % apart from the whole log's.
 _PILOT_MIN_SEGMENTS = 16
 
 
 def pilot_segments(segments: Segments) -> Segments:
-    """The segments a pilot fit of `fit_noise_weighted` uses: ``ceil(K / 2)`` of the K,
+    """The segments a pilot fit of `noise_weighted.fit_noise_weighted` uses: ``ceil(K / 2)`` of the K,
     spread evenly over those that enter the residual (a held-out mask leaves some out), or all
     of them where that would be fewer than `_PILOT_MIN_SEGMENTS`. The count depends on K
     only, so a masked and an unmasked set share one compiled program."""

@@ -4,7 +4,7 @@ Each command is a module of `jaxmb.commands` (``identify``, ``simulate``, ``mont
 ``tune``, ``state``) that adds its own subparser, registered under the ``jaxmb.commands``
 entry-point group (pyproject.toml), so this module imports no workflow: it finds the commands
 in the installed package's metadata. A package of one's own adds a command the same way. The
-helpers here are what several commands share: option parsing, output-folder checks, devices.
+helpers here are the commands' common ground: option parsing, output-folder checks, devices.
 Plain ``jaxmb`` runs the main job (``jaxmb identify`` on the bundled KR300 recordings)."""
 
 from __future__ import annotations
@@ -154,8 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jaxmb", description="Differentiable multibody dynamics for closed-chain manipulators."
     )
     sub = parser.add_subparsers(dest="command")
-    for ep in commands().values():
-        ep.load()(sub)
+    for name, ep in commands().items():
+        try:
+            add = ep.load()
+        except Exception as err:  # a broken command of another package must not break the rest
+            print(f"jaxmb: command {name!r} ({ep.value}) did not load: {err}", file=sys.stderr)
+            continue
+        add(sub)
     return parser
 
 

@@ -27,9 +27,10 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     import jax.numpy as jnp
 
     from jaxmb.identification import output_error as oe
-    from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+    from jaxmb.identification.hydraulic_route import log_columns
     from jaxmb.io.logs import read_log, write_log
     from jaxmb.io.machine import load_machine
+    from jaxmb.io.params_file import apply_hydraulics
 
     machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     val = tmp_path / "val.parquet"

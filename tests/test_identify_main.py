@@ -199,8 +199,9 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
     # pressures; on 10 s of log the angles came out 1.7x and 2.6x: they integrate every flow
     # error, and a valve's flow goes with the root of the load it holds, docs/hydraulic-machines.md)
     from jaxmb.identification import output_error as oe
-    from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+    from jaxmb.identification.hydraulic_route import log_columns
     from jaxmb.io.machine import load_machine
+    from jaxmb.io.params_file import apply_hydraulics
 
     crane = load_machine("crane", payload=60.0)
     hyd = {k: v for k, v in truth.items()

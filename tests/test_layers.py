@@ -124,5 +124,5 @@ def test_the_checks_find_what_they_look_for():
     assert inner and inner[0].module == "jaxmb.control"
     assert _unit("jaxmb.control.tuning") == "jaxmb.control"
     assert _unit("jaxmb.multibody.spatial") == "jaxmb.multibody"
-    assert LAYER[_unit("jaxmb.control.tuning")] == LAYER[_unit("jaxmb.identification.logs")]
+    assert LAYER[_unit("jaxmb.control.tuning")] == LAYER[_unit("jaxmb.identification.replay")]
     assert LAYER["jaxmb.io"] < LAYER["jaxmb.models"] < LAYER["jaxmb.cli"] < LAYER["jaxmb.commands"]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import backend_compiles
 
-from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+from jaxmb.identification.hydraulic_route import log_columns
 from jaxmb.identification.output_error import (
     COM_STEP,
     HydraulicParameters,
@@ -31,6 +31,7 @@ from jaxmb.identification.output_error import (
     value_std,
 )
 from jaxmb.io.logs import read_log
+from jaxmb.io.params_file import apply_hydraulics
 from jaxmb.models.crane import lift_tilt_crane_plant
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "synthetic_crane"
@@ -351,7 +352,8 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
-from jaxmb.identification.hydraulic_route import apply_hydraulics, log_columns
+from jaxmb.identification.hydraulic_route import log_columns
+from jaxmb.io.params_file import apply_hydraulics
 from jaxmb.io.logs import read_log
 from jaxmb.identification.output_error import make_segments, residuals_and_jacobian
 from jaxmb.identification.output_error import HydraulicParameters

@@ -1,7 +1,7 @@
 """What drives a model: hydraulic cylinders, valves and friction (`hydraulics`), the
 loops cylinder bodies close (`cylinder_loops`), plants that couple actuator states to the
-mechanics (`plant`), flexible-joint drives (`flexible`) and the actuated-coordinate reduction
-by Taylor jets (`reduced`)."""
+mechanics (`plant`), a plant's parameters by name (`parameters`), flexible-joint drives
+(`flexible`) and the actuated-coordinate reduction by Taylor jets (`reduced`)."""
 
 from . import cylinder_loops as cylinder_loops
 from . import flexible as flexible

@@ -88,7 +88,7 @@ def mass_matrix(
     r"""$\Gamma(q) = \sum_i \Gamma_i(q)$ (Dastranj & Mattila (2026) eq. (10)).
 
     ``method="crba"`` (default) is the fast path $E^\top \hat\Gamma E$ with $\hat\Gamma$ by the
-    composite-rigid-body algorithm (`jaxmb.algorithms.recursive.crba`); ``method="jacobian"`` sums the
+    composite-rigid-body algorithm (`jaxmb.algorithms.terms.crba`); ``method="jacobian"`` sums the
     per-body terms of `body_mass_matrices` (eq. (9)) literally. Tests check they agree."""
     if method not in ("crba", "jacobian"):
         raise ValueError(f"method: expected one of ('crba', 'jacobian'), got {method!r}")

@@ -9,7 +9,6 @@ import argparse
 import numpy as np
 
 from jaxmb.cli import (
-    build_parser,
     check_out,
     check_writable,
     parse_vector,
@@ -309,7 +308,9 @@ _WHY = {
 
 def _check_simulate_options(args: argparse.Namespace, kind: str) -> None:
     """Refuse every option given (not at its default) that ``kind`` of machine does not use."""
-    defaults = build_parser().parse_args(["simulate"])
+    parser = argparse.ArgumentParser(prog="jaxmb")
+    add_parser(parser.add_subparsers(dest="command"))  # this command's own defaults
+    defaults = parser.parse_args(["simulate"])
     for option, machines in SIMULATE_OPTIONS.items():
         if kind in machines or getattr(args, option) == getattr(defaults, option):
             continue

@@ -1,4 +1,4 @@
-"""Closed kinematic chains: the damped pseudo-inverse (`pseudo_inverse`), constrained
+"""Closed kinematic chains: the thresholded SVD pseudo-inverse (`pseudo_inverse`), constrained
 dynamics by projection matrices (`projection`, Aghili (2005)) and impacts (`impact`)."""
 
 from . import impact as impact

@@ -1,9 +1,10 @@
 """Files in and out: URDF (`urdf` reads through the strict `urdf_xml`, `urdf_write`
-writes), hydraulic machines from a URDF and a machine file (`machine`), and the log format
-(`logs`)."""
+writes), the log format (`logs`), identified parameters as a file (`params_file`), and
+hydraulic machines from a URDF and a machine file (`machine`)."""
 
 from . import logs as logs
 from . import machine as machine
+from . import params_file as params_file
 from . import urdf as urdf
 from . import urdf_write as urdf_write
 from . import urdf_xml as urdf_xml
@@ -29,6 +30,12 @@ from .machine import Task as Task
 from .machine import check_reach as check_reach
 from .machine import load_machine as load_machine
 from .machine import machine_path as machine_path
+from .params_file import FORMAT as FORMAT
+from .params_file import apply_bodies as apply_bodies
+from .params_file import apply_hydraulics as apply_hydraulics
+from .params_file import json_safe as json_safe
+from .params_file import read_params as read_params
+from .params_file import write_params as write_params
 from .urdf import MimicMap as MimicMap
 from .urdf import UrdfWarning as UrdfWarning
 from .urdf import load_urdf as load_urdf

@@ -83,8 +83,9 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Float
 
+from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.multibody.checks import as_real_array, check_type
-from jaxmb.multibody.model import coordinate_joint_types
+from jaxmb.multibody.model import Model, coordinate_joint_types
 
 __all__ = [
     "KINDS",
@@ -359,9 +360,6 @@ def schema_for(
     only chooses the kind (and so the unit checks) of the position, velocity, acceleration and
     force columns.
     """
-    from jaxmb.actuators.plant import HydraulicPlant
-    from jaxmb.multibody.model import Model
-
     if isinstance(model_or_plant, HydraulicPlant):
         model, plant = model_or_plant.model, model_or_plant
     elif isinstance(model_or_plant, Model):

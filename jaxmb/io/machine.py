@@ -86,8 +86,20 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from jaxmb.actuators.cylinder_loops import CylinderLoops, cylinder_frames, tube_rotation
+from jaxmb.actuators.hydraulics import (
+    Cylinder,
+    CylinderMount,
+    HydraulicActuator,
+    LuGreFriction,
+    StribeckFriction,
+    Valve,
+)
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.io.logs import KINDS, UNITS, read_log, schema_for
 from jaxmb.io.urdf import UrdfError, load_urdf
+from jaxmb.multibody.kinematics import frame_transforms, xi
 from jaxmb.multibody.model import WORLD, Body, Model
+from jaxmb.simulation import QuinticWaypoints
 
 __all__ = [
     "Machine",
@@ -200,8 +212,6 @@ class Task:
 
     def reference(self):
         """``q_d(t)`` (`jaxmb.simulation.QuinticWaypoints`)."""
-        from jaxmb.simulation import QuinticWaypoints
-
         return QuinticWaypoints(self.waypoints, segment_time=self.segment_time)
 
 
@@ -256,8 +266,6 @@ class Machine:
     def read_log(self, path, *, required=()):
         """A log of this machine (`jaxmb.io.logs.read_log`), its columns renamed
         and converted as the file's ``[log]`` table says, checked against the plant's signals."""
-        from jaxmb.io.logs import read_log, schema_for
-
         return read_log(
             path, schema_for(self.plant), required=required, columns=self.columns, units=self.units
         )
@@ -456,8 +464,6 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         payload_info = Payload(float(payload), payload_info.link, payload_info.com)
 
     model = _mechanics(where, tree, cylinders, payload_info, cylinder_bodies)
-    from jaxmb.actuators.hydraulics import HydraulicActuator
-    from jaxmb.actuators.plant import HydraulicPlant
 
     actuators = [
         HydraulicActuator(c, spec["mount"], spec["cylinder"], valves[c][0], spec["friction"])
@@ -563,8 +569,6 @@ def _tables(where: _Where, doc: Mapping, name: str):
 
 
 def _cylinder(where: _Where, table: str, t: Mapping, link, beta: float) -> dict:
-    from jaxmb.actuators.hydraulics import Cylinder, CylinderMount
-
     where.known(t, table, _CYLINDER_KEYS)
     pins = {}
     for side in ("base", "rod"):
@@ -642,8 +646,6 @@ def _cylinder(where: _Where, table: str, t: Mapping, link, beta: float) -> dict:
 
 
 def _friction(where: _Where, table: str, f):
-    from jaxmb.actuators.hydraulics import LuGreFriction, StribeckFriction
-
     sub = f"{table}.friction"
     if not isinstance(f, Mapping):
         raise where.error(table, "friction", "expected a table { model = ..., ... }")
@@ -662,8 +664,6 @@ def _friction(where: _Where, table: str, f):
 
 
 def _valves(where: _Where, doc, cylinders: Mapping, p_s: float, p_r: float) -> dict:
-    from jaxmb.actuators.hydraulics import Valve
-
     out: dict[str, tuple] = {}
     for vname, t in _tables(where, doc or {}, "valves"):
         table = f"valves.{vname}"
@@ -779,8 +779,6 @@ def _tube_rotation(where: _Where, spec: Mapping, skeleton: Model, q0) -> np.ndar
     """``R0`` of a cylinder's tube (`cylinder_loops.tube_rotation`): the pin axis given, or the
     axis of the one revolute joint between the cylinder's links, or (no revolute joint: a
     cylinder along a sliding joint) any normal to the cylinder."""
-    from jaxmb.multibody.kinematics import frame_transforms, xi
-
     mount, table = spec["mount"], spec["table"]
     T = frame_transforms(skeleton, xi(skeleton, jnp.asarray(q0, float)))
     names = tuple(f.name for f in skeleton.frames)
@@ -841,8 +839,6 @@ def _joints_between(model: Model, a: str, b: str) -> list[int]:
 
 
 def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict]:
-    from jaxmb.io.logs import KINDS, UNITS, schema_for
-
     log = where.table(doc, "log", _TABLES["log"], required=False) or {}
     schema = schema_for(plant)
     known = set(schema.names)

@@ -28,6 +28,7 @@ import numpy as np
 from jaxmb.actuators.parameters import HydraulicParameters, is_entry, with_values
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.multibody.model import Model, replace_body
+from jaxmb.version import __version__
 
 __all__ = ["FORMAT", "json_safe", "write_params", "read_params", "apply_bodies", "apply_hydraulics"]
 
@@ -78,8 +79,6 @@ def write_params(
     source: dict | None = None,
 ) -> Path:
     """Write the parameter file; returns its path."""
-    from jaxmb.version import __version__
-
     doc = {
         "format": FORMAT,
         "version": 1,
@@ -150,11 +149,10 @@ def apply_bodies(model: Model, doc: dict) -> Model:
 
 
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
-    """``plant`` with the ``hydraulics`` entries of a parameter file (`params_file`), each a
-    selector of `output_error.HydraulicParameters` (a body's mass, not its centre or inertia)
-    and its positive value (SI), and its
-    identified ``bodies`` (`params_file.apply_bodies`) and ``payload`` (mass, kg; centre, m)
-    where the plant has a payload body."""
+    """``plant`` with a parameter file's ``hydraulics`` entries, each a selector of
+    `jaxmb.actuators.parameters.HydraulicParameters` (a body's mass, not its centre or inertia)
+    and its positive value (SI), its identified ``bodies`` (`apply_bodies`) and its ``payload``
+    (mass, kg; centre, m) where the plant has a payload body."""
     if doc.get("bodies"):
         plant = eqx.tree_at(lambda p: p.model, plant, apply_bodies(plant.model, doc))
     pay = doc.get("payload")

@@ -1,4 +1,6 @@
-"""The systems of the papers and of the project's specs, plus URDF import and random trees."""
+"""The systems of the papers and of the project's specs, and random trees; each module holds what
+only its machine needs (the crane's VDC chain, the arm's elbow segment). `load_urdf` is
+`jaxmb.io.urdf`'s, re-exported."""
 
 from jaxmb.io.urdf import load_urdf as load_urdf
 from jaxmb.models.crane import lift_tilt_crane as lift_tilt_crane

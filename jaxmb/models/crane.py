@@ -22,8 +22,13 @@ alpha_tilt, s_tilt]`` carries each cylinder's angle and pin distance ``s = |AB|`
 import equinox as eqx
 import jax.numpy as jnp
 
+from jaxmb.actuators.cylinder_loops import CylinderLoops
+from jaxmb.actuators.hydraulics import HydraulicActuator, LuGreFriction, Valve
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.io.machine import load_machine
 from jaxmb.multibody.model import Model
 from jaxmb.multibody.spatial import rot_z
+from jaxmb.simulation import QuinticWaypoints
 from jaxmb.vdc.chain import VDCChain
 from jaxmb.vdc.from_model import (
     cylinder_bodies,
@@ -77,8 +82,6 @@ WAYPOINTS = {"A": (0.15, -0.45), "B": (0.95, -0.45), "C": (0.95, 0.25), "D": (0.
 def abcd_reference():
     """The spec's A-B-C-D task: two loops A-B-C-D-A of quintic rest-to-rest segments in joint
     space, 2 s each (0-16 s), then holding A to 18 s (`jaxmb.simulation.QuinticWaypoints`)."""
-    from jaxmb.simulation import QuinticWaypoints
-
     order = "ABCDABCDA"
     return QuinticWaypoints([WAYPOINTS[k] for k in order], segment_time=2.0)
 
@@ -134,10 +137,6 @@ def lift_tilt_crane_plant(
 
     Valves: flow coefficients from the datasheet rating (NG6 40 l/min and NG10 100 l/min at
     35 bar per notch at 10 V), lift ``3.563483e-8``, tilt ``8.908708e-8`` m^3 s^-1 V^-1 Pa^-1/2."""
-    from jaxmb.actuators.hydraulics import HydraulicActuator, LuGreFriction, Valve
-    from jaxmb.actuators.plant import HydraulicPlant
-    from jaxmb.io.machine import load_machine
-
     if friction not in ("stribeck", "lugre", "none"):
         raise ValueError(
             f"lift_tilt_crane_plant: friction must be 'stribeck', 'lugre' or 'none', got {friction!r}"
@@ -175,8 +174,6 @@ def crane_chain(model: Model, l_c: float = 0.30) -> VDCChain:
 
     The chain takes the crane's ``q = [q1, q2]``: ``q_offset`` holds the constant differences
     ``q_j - q_i`` (angle from B_0j's x to B_1j's x minus the crane angle)."""
-    from jaxmb.actuators.cylinder_loops import CylinderLoops
-
     fr = frames_by_name(model)
     Lf, Tf = fr["L"], fr["T"]
     cmap = model.coordinate_map

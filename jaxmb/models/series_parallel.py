@@ -6,6 +6,9 @@ Minimal coordinates ``q = [phi, theta, delta]`` (rad, rad, m). A triangular clos
 sides ``L0``, the cylinder ``l0 + delta``) fixes the relative angle ``zeta(delta)`` between the
 links (eq. (28)); the coordinate map ``Xi`` carries it, so the dynamics stay in minimal
 coordinates without constraint forces.
+
+The arm's elbow as a VDC revolute segment (Petrovic & Mattila (2022); `arm_elbow_segment`,
+`arm_elbow_chain`, `arm_elbow_drive`) is built here from the same model.
 """
 
 import equinox as eqx

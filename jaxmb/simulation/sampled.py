@@ -36,7 +36,8 @@ from jaxmb.constraints.impact import Contact, Particle, gap, impact_jump
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
-from jaxmb.simulation.integrate import call_compiled, desired_state
+from jaxmb.simulation.integrate import call_compiled
+from jaxmb.simulation.references import desired_state
 
 __all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
 

@@ -8,7 +8,11 @@ a piston and a mass object ``O_2j`` driven along the case's x axis. Every segmen
 predecessor at its *driven* point (``B_cj`` or ``P_2j``) and drives its successor through ``E_1j``
 (or ``E_2j``), eqs. (16)-(17); the last segment's ``E`` frame is the end effector ``D_1n``.
 
-Conventions, *inside this module only* (Petrovic & Mattila (2022) eqs. (1)-(2)):
+Modules: `rigid_body` (eqs. (1)-(8), (96)), `segments` (revolute and prismatic segments),
+`chain` (chains of segments), `from_model` (a `Model`'s frames and bodies in VDC terms) and
+`bodies` (the per-body form of the required forces, for any tree of a `Model`).
+
+Conventions, *inside this package only* (Petrovic & Mattila (2022) eqs. (1)-(2)):
 
 - velocities are ``V = [v; omega]`` and forces ``F = [f; m]`` in body-fixed coordinates, as the
   paper writes them. The rest of jaxmb uses ``[omega; v]`` and ``[m; f]``: convert with `to_vdc`

@@ -6,7 +6,7 @@ force (eq. (8)),
     F*_Ar = M_A d/dt(V_Ar) + C_A(omega_A) V_Ar + G_A + K_A (V_Ar - V_A),
 
 at the required velocity ``V_Ar = J_A qd_r`` of its frame (eqs. (38)-(48)). Their recursion
-(`jaxmb.vdc`, eqs. (68)-(77)) then sums these forces tip to base through the cuts, where the
+(`jaxmb.vdc.chain`, eqs. (68)-(77)) then sums these forces tip to base through the cuts, where the
 virtual power flows of neighbours cancel (Definition 2, eq. (94)). What it delivers at the
 actuators is the generalized force whose virtual power equals that of all the required net
 forces together:
@@ -18,7 +18,7 @@ with ``J_A`` the body-fixed Jacobian of body A's frame in the machine's coordina
 and ``dx/dq`` the pistons' Jacobian (one cylinder per coordinate). This is the same sum, taken
 in one step instead of segment by segment, so it needs no segment frames: joint axes, cylinder
 mounts and gravity may point anywhere the machine files say. With ``K_A = k_v M_A`` it gives
-the recursion's actuator forces exactly (`tests/test_vdc_bodies.py` checks it on the crane);
+the recursion's actuator forces exactly (`tests/test_machine_vdc.py` checks it on the crane);
 an isotropic part ``k_0 I`` acts in each body's own frame, where the recursion puts it in its
 segment frames and on its massless virtual links, so the two differ there by a term of order
 ``k_0``.
