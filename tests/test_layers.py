@@ -4,6 +4,9 @@ workflows, and never in a circle. Read from the source (`ast`), so an import tha
 some command's path is checked too."""
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,3 +129,19 @@ def test_the_checks_find_what_they_look_for():
     assert _unit("jaxmb.multibody.spatial") == "jaxmb.multibody"
     assert LAYER[_unit("jaxmb.control.tuning")] == LAYER[_unit("jaxmb.identification.replay")]
     assert LAYER["jaxmb.io"] < LAYER["jaxmb.models"] < LAYER["jaxmb.cli"] < LAYER["jaxmb.commands"]
+
+
+def test_importing_starts_no_jax_backend():
+    """`jaxmb --cpu-devices N` splits the CPU by XLA's flags after the package is imported and
+    the commands are registered: an array created at import time (a module constant) would
+    start JAX's backend first and leave one device. A fresh process, as the command runs."""
+    code = (
+        "import os, jaxmb, jaxmb.identification, jaxmb.control, jaxmb.cli;"
+        "jaxmb.cli.build_parser();"
+        "os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3';"
+        "import jax; print(jax.device_count())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True, cwd=ROOT)  # fmt: skip
+    assert out.stdout.split()[-1] == "3", out.stdout + out.stderr

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxmb.multibody.kinematics import augmented_jacobians, frame_transforms, map_jacobian, xi
@@ -44,7 +45,9 @@ from jaxmb.vdc.rigid_body import (
 
 __all__ = ["BodyRequiredForces", "vdc_bodies", "body_gains", "body_required_forces"]
 
-_TO_VDC = jnp.array([3, 4, 5, 0, 1, 2])  # [omega; v] rows -> [v; omega]
+# [omega; v] rows -> [v; omega]; a NumPy constant: creating a JAX array at import would start
+# JAX's backend before `jaxmb --cpu-devices` can split the CPU (tests/test_layers.py)
+_TO_VDC = np.array([3, 4, 5, 0, 1, 2])
 
 
 class BodyRequiredForces(NamedTuple):
