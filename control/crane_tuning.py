@@ -1,7 +1,8 @@
-r"""Gradient-based tuning of the crane's VDC gains (Petrovic & Mattila (2022) eq. (36)'s
-``lambda``, eq. (8)'s ``K_A = k_v M_A + k_0 1``, eq. (90)'s ``k_x`` and ``k_f``) through the
-diffrax simulation of the hydraulic closed loop, over a Monte Carlo sample of perturbed cranes
-(`studies.CraneStudy`), within the valves' command range and the supply/return pressure band.
+r"""Gradient-based tuning of a hydraulic machine's VDC gains (Petrovic & Mattila (2022) eq.
+(36)'s ``lambda``, eq. (8)'s ``K_A = k_v M_A + k_0 1``, eq. (90)'s ``k_x`` and ``k_f``) through
+the diffrax simulation of the hydraulic closed loop, over a Monte Carlo sample of perturbed
+machines (`studies.MachineStudy`: the built-in crane's file or a user's), within the valves'
+command range and the supply/return pressure band: the `VDC` kind of `tuning.tune`.
 
 Gains are ``g = g0 exp(theta)`` (positive by construction, scale-free steps). The loss is
 
@@ -32,7 +33,6 @@ run at tight tolerances and a test checks the gradient against central finite di
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import diffrax
 import equinox as eqx
@@ -41,16 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from jaxmb.control.studies import CraneStudy, SolverOptions
-from jaxmb.control.tuning import (
-    adam_search,
-    failed_step,
-    gains_of,
-    tracking_term,
-    tuning_provenance,
-)
+from jaxmb.control.studies import MachineStudy, SolverOptions
+from jaxmb.control.tuning import Tuner, gains_of, tracking_term
 from jaxmb.control.vdc_control import VDCController
-from jaxmb.multibody.checks import failures_as_nan
 from jaxmb.simulation import simulate
 
 __all__ = [
@@ -62,7 +55,7 @@ __all__ = [
     "loss_of_terms",
     "crane_loss_and_gradient",
     "crane_conflicts",
-    "tune_crane",
+    "VDC",
 ]
 
 VDC_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
@@ -98,7 +91,7 @@ def vdc_controller_with(base: VDCController, gains: dict) -> VDCController:
 
 
 def crane_tuning_terms(
-    study: CraneStudy, controller: VDCController, values, options: SolverOptions, adjoint=None
+    study: MachineStudy, controller: VDCController, values, options: SolverOptions, adjoint=None
 ) -> dict:
     """Differentiable figures of one sample's closed loop for the loss."""
     plant, q0 = study.realise(values)
@@ -191,7 +184,7 @@ def _chain(terms, jacobians, weights):
     return (J, aux), grad
 
 
-def crane_loss_and_gradient(study: CraneStudy, base: VDCController, values,
+def crane_loss_and_gradient(study: MachineStudy, base: VDCController, values,
                             weights: CraneTuningWeights = CraneTuningWeights(),
                             rtol: float = 1e-8, atol: float = 1e-10):  # fmt: skip
     """``(fn, g0)``: ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains.
@@ -219,25 +212,6 @@ def crane_loss_and_gradient(study: CraneStudy, base: VDCController, values,
     return fn, g0
 
 
-def _columns(gains: dict) -> dict[str, float]:
-    """Gains as flat history columns: ``k_v``, ``lam_0``, ``lam_1``, ..."""
-    out = {}
-    for k in VDC_GAINS:
-        a = np.asarray(gains[k], float)
-        out.update(
-            {k: float(a)} if a.ndim == 0 else {f"{k}_{i}": float(x) for i, x in enumerate(a)}
-        )
-    return out
-
-
-def _from_columns(row: dict, g0: dict) -> dict[str, np.ndarray]:
-    out = {}
-    for k in VDC_GAINS:
-        shape = np.shape(g0[k])
-        out[k] = np.asarray(row[k] if shape == () else [row[f"{k}_{i}"] for i in range(shape[0])])
-    return out
-
-
 def crane_conflicts(plant, peak, pressure_excess) -> list[str]:
     """The actuator limits the gains still meet on the tuning sample: valves asked beyond
     ``u_max`` (``peak`` in units of it) and chambers outside [p_r, p_s] (``pressure_excess``
@@ -260,59 +234,39 @@ def crane_conflicts(plant, peak, pressure_excess) -> list[str]:
     return out
 
 
-def tune_crane(
-    study: CraneStudy,
-    base: VDCController,
-    indices,
-    out: Path,
-    *,
-    steps: int = 20,
-    learning_rate: float = 0.1,
-    weights: CraneTuningWeights = CraneTuningWeights(),
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    progress: bool = True,
-    description: dict | None = None,
-) -> dict:
-    """Tune ``base``'s VDC gains over the samples ``indices`` of ``study``'s distribution by
-    Adam (`tuning.adam_search`: ``out/history.csv`` and ``out/tune_state.json`` as it goes,
-    resumable). The result is the step of least loss among those whose runs kept the valves
-    within ``u_max`` and the chambers within [p_r, p_s] (of all steps if none did). Returns
-    ``{"gains", "history", "peak", "pressure_excess", "conflicts", "step"}``."""
-    values = study.values(indices)
-    fn, g0 = crane_loss_and_gradient(study, base, values, weights, rtol, atol)
-    provenance = tuning_provenance(
-        study, g0, indices, values, steps=steps, learning_rate=learning_rate, weights=weights,
-        rtol=rtol, atol=atol, description=description,
-    )  # fmt: skip
-    names, acts = study.coordinate_names, study.plant.actuators
+def _row(aux, gains, weights, study):
+    """A step's figures: its terms, the largest RMSE per coordinate, the peak command per valve
+    and the pressure excess per chamber; feasible where every valve stayed within ``u_max``
+    and every chamber within [p_r, p_s]."""
+    del gains, weights
+    peak, px = np.asarray(aux["peak"]), np.asarray(aux["pressure_excess"])
+    row = {k: float(aux[k]) for k in ("tracking", "effort", "chattering", "saturation",
+                                      "pressure")}  # fmt: skip
+    row.update({f"rmse_{c}": float(aux["rmse"][j]) for j, c in enumerate(study.coordinate_names)})
+    row.update({f"peak_{a.name}": float(peak[i]) for i, a in enumerate(study.plant.actuators)})
+    row.update({f"pressure_excess_{i}": float(x) for i, x in enumerate(px)})
+    return row, peak.max() <= 1 and px.max() == 0
 
-    def record(index, J, aux, theta):
-        gains = gains_of(theta, g0)
-        peak, px = np.asarray(aux["peak"]), np.asarray(aux["pressure_excess"])
-        row = {"step": index, "loss": float(J), "feasible": bool(peak.max() <= 1 and px.max() == 0)}
-        row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering", "saturation",
-                                               "pressure")})  # fmt: skip
-        row.update({f"rmse_{c}": float(aux["rmse"][j]) for j, c in enumerate(names)})
-        row.update({f"peak_{a.name}": float(peak[i]) for i, a in enumerate(acts)})
-        row.update({f"pressure_excess_{i}": float(x) for i, x in enumerate(px)})
-        row.update(_columns(gains))
-        if not bool(aux["success"]) or not np.isfinite(row["loss"]):
-            raise failed_step(index, gains)
-        return row
 
-    # traced under failures_as_nan: a sample that leaves the crane's domain is a failed run
-    with failures_as_nan():
-        history = adam_search(fn, g0, Path(out), steps=steps, learning_rate=learning_rate,
-                              record=record, progress=progress, provenance=provenance)  # fmt: skip
-    best = min([h for h in history if h["feasible"]] or history, key=lambda h: h["loss"])
+def _result(best, g0, study):
+    """The chosen step's peak commands and pressure excesses, and the limits it still meets."""
+    del g0
+    acts = study.plant.actuators
     peak = np.array([best[f"peak_{a.name}"] for a in acts])
     px = np.array([best[f"pressure_excess_{i}"] for i in range(2 * len(acts))])
-    return {
-        "gains": _from_columns(best, g0),
-        "history": history,
-        "peak": peak,
-        "pressure_excess": px,
-        "conflicts": crane_conflicts(study.plant, peak, px),
-        "step": best["step"],
+    figures = {
+        "peak_command_over_u_max": peak.tolist(),
+        "pressure_excess_over_band": px.tolist(),
     }
+    return figures, crane_conflicts(study.plant, peak, px)
+
+
+# a hydraulic machine's VDC, tuned within its valves' range and its pressure band
+VDC = Tuner(
+    gain_names=VDC_GAINS,
+    with_gains=vdc_controller_with,
+    loss_and_gradient=crane_loss_and_gradient,
+    row=_row,
+    result=_result,
+    steps=20,
+)

@@ -104,6 +104,11 @@ def run_machine(
         "mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91), required forces by virtual "
         "power over the bodies) on the machine file's [task]",
         "gains": {k: jnp.asarray(getattr(controller, k)).tolist() for k in GAINS},
+        **(
+            {"payload_kg": float(plant.model.bodies[plant.model.body_names.index("payload")].mass)}
+            if "payload" in plant.model.body_names
+            else {}
+        ),
         "rtol": RTOL,
         "atol": ATOL,
         "solver": "tsit5",

@@ -6,12 +6,14 @@ figures (`SampleFigures`), so that a batch of samples is one vmapped, jitted com
   controller of eq. (18) on the nominal model. Besides the errors and efforts, every sample gets
   its own ``dbar`` (eq. (19) along its run, `lumped_uncertainty`) and the ultimate bounds of
   eqs. (22)-(25) it implies, and whether its measured errors stayed within them.
-- `CraneStudy`: the lift/tilt crane under VDC (Petrovic & Mattila (2022) eqs. (90)-(91)) on the
-  A-B-C-D task, with valve saturation and pressure-limit figures. VDC's stability result is
-  virtual stability (L2/L-infinity, Theorem 5), not an ultimate bound, so its rows carry none.
+- `MachineStudy`: a hydraulic machine file (the built-in crane's, on the A-B-C-D task, or a
+  user's) under VDC (Petrovic & Mattila (2022) eqs. (90)-(91)) on the file's ``[task]``, with
+  valve saturation and pressure-limit figures. VDC's stability result is virtual stability
+  (L2/L-infinity, Theorem 5), not an ultimate bound, so its rows carry none.
 
 Scenario-level leaves a study adds to the plant's (`sampling.leaf_getter`):
-``initial_error.<coordinate>`` (q0 - q_d(0) for the arm, q0 - waypoint A for the crane),
+``initial_error.<coordinate>`` (q0 - q_d(0) for the arm, q0 - the task's first waypoint for a
+machine),
 ``disturbance.scale`` (a factor on the arm's push) and ``body.payload.mass`` (a point mass at
 the tool, kg, that the controller does not know).
 """
@@ -29,7 +31,6 @@ from jaxtyping import Array, Float
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from jaxmb.control.crane_run import ATOL as CRANE_ATOL
 from jaxmb.control.crane_run import RTOL as CRANE_RTOL
-from jaxmb.control.crane_run import crane_controller
 from jaxmb.control.machine_run import machine_controller
 from jaxmb.control.robust import RobustController
 from jaxmb.control.sampling import (
@@ -41,11 +42,10 @@ from jaxmb.control.sampling import (
 )
 from jaxmb.control.scenario import Scenario, section_iv
 from jaxmb.control.vdc_control import VDCController
-from jaxmb.models.crane import T_FINAL_ABCD, WAYPOINTS, lift_tilt_crane_plant
 from jaxmb.models.series_parallel import STROKE
 from jaxmb.simulation import ADAPTIVE_SOLVERS, simulate
 
-__all__ = ["SolverOptions", "ArmStudy", "CraneStudy", "arm_study", "crane_study", "machine_study"]
+__all__ = ["SolverOptions", "ArmStudy", "MachineStudy", "arm_study", "machine_study"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,11 @@ class SolverOptions:
 def _excursion_time(bad, dt):
     """Seconds during which ``bad`` holds, on a save grid of step ``dt``."""
     return jnp.sum(bad, axis=0) * dt
+
+
+def _solve_figures(tr) -> dict:
+    """The figures every study's row ends with: the solver's step count and whether it failed."""
+    return {"num_steps": tr.num_steps, "failed": ~tr.success}
 
 
 class _Study(eqx.Module):
@@ -201,9 +206,7 @@ class ArmStudy(_Study):
         flat["stroke_exit_time"] = _excursion_time(
             (delta < STROKE[0]) | (delta > STROKE[1]), o.dt_save
         )
-        flat["num_steps"] = tr.num_steps
-        flat["failed"] = ~tr.success
-        return flat
+        return flat | _solve_figures(tr)
 
 
 def arm_study(
@@ -259,13 +262,13 @@ def arm_study(
     return study, sc.controller
 
 
-class CraneStudy(_Study):
-    """A hydraulic machine's VDC closed loop on its waypoint task over perturbed plants: the
-    crane on the A-B-C-D task (`crane_study`), or any machine file's on its ``[task]``
-    (`machine_study`).
+class MachineStudy(_Study):
+    """A hydraulic machine file's VDC closed loop on its waypoint task over perturbed plants
+    (`machine_study`): the built-in crane's on the A-B-C-D task, or a user's.
 
     Attributes:
-        plant: the nominal plant (with a ``payload`` point mass, 0 kg nominal for the crane).
+        plant: the nominal plant (with the file's ``payload`` point mass, if it has one: 0 kg
+            nominal for the crane).
         ts: save times, s.
         q0: the nominal initial position (the task's first waypoint), rad or m.
     """
@@ -316,28 +319,7 @@ class CraneStudy(_Study):
             )
             > 0
         )
-        flat["num_steps"] = tr.num_steps
-        flat["failed"] = ~tr.success
-        return flat
-
-
-def crane_study(
-    distribution: Distribution,
-    *,
-    seed: int = 0,
-    t_final: float = T_FINAL_ABCD,
-    options: SolverOptions = SolverOptions(rtol=CRANE_RTOL, atol=CRANE_ATOL, dt_save=1e-3),  # noqa: B008
-    settle: float = 0.0,
-    payload: float = 0.0,
-    **gains,
-) -> tuple[CraneStudy, VDCController]:
-    """The crane study and its VDC controller (`crane_run.GAINS` unless given), whose model is
-    the spec's plant without the payload."""
-    plant = with_point_mass(lift_tilt_crane_plant(), "payload", "tool", payload)
-    controller = crane_controller(**gains)
-    q0 = jnp.asarray(WAYPOINTS["A"], dtype=float)
-    study = _vdc_study(plant, q0, distribution, seed, t_final, options, settle)
-    return study, controller
+        return flat | _solve_figures(tr)
 
 
 def machine_study(
@@ -351,7 +333,7 @@ def machine_study(
     payload: float | None = None,
     plant=None,
     **gains,
-) -> tuple[CraneStudy, VDCController]:
+) -> tuple[MachineStudy, VDCController]:
     """A machine file's study: VDC (`machine_run.machine_controller`, the file's gains unless
     given) on the file's ``[task]`` (``t_final`` default the task's), over plants perturbed as
     ``distribution`` says. ``plant`` (default the file's; e.g. with identified parameters) is
@@ -366,18 +348,13 @@ def machine_study(
         plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
     t_final = machine.task.t_final if t_final is None else t_final
     q0 = controller.reference(jnp.zeros(()))
-    study = _vdc_study(plant, q0, distribution, seed, t_final, options, settle)
-    return study, controller
-
-
-def _vdc_study(plant, q0, distribution, seed, t_final, options, settle) -> CraneStudy:
     defaults = {f"initial_error.{c}": 0.0 for c in plant.coordinate_names}
     nominal = _nominal_values(plant, distribution, defaults)
     for n in distribution.names:
         if n.split(".")[0] not in ("initial_error",):
             leaf_getter(plant, n)
     ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
-    study = CraneStudy(
+    study = MachineStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),
         seed=int(seed),
@@ -387,4 +364,4 @@ def _vdc_study(plant, q0, distribution, seed, t_final, options, settle) -> Crane
         ts=ts,
         q0=q0,
     )
-    return study
+    return study, controller

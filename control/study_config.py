@@ -52,16 +52,13 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxmb.control.kinds import SCENARIOS, kind_of
 from jaxmb.control.sampling import Distribution, Parameter
-from jaxmb.control.studies import SolverOptions, arm_study, crane_study, machine_study
-from jaxmb.io.machine import BUILTIN, load_machine
-from jaxmb.io.params_file import apply_hydraulics, read_params
+from jaxmb.control.studies import SolverOptions
 
-__all__ = ["load_config", "build_study", "read_gains", "write_gains", "SCENARIOS"]
+__all__ = ["load_config", "build_study", "read_gains", "write_gains"]
 
-SCENARIOS = ("section_iv", "crane", "machine")
-ARM_GAINS = ("Lambda", "K", "kappa", "eps")
-CRANE_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
+_GAINS = {g for kind, _ in SCENARIOS.values() for g in kind.gain_names}
 _SECTIONS = {
     "study": {
         "scenario",
@@ -76,7 +73,7 @@ _SECTIONS = {
         "payload",
     },  # fmt: skip
     "solver": {"rtol", "atol", "max_steps", "dt_save", "dtmin", "method"},
-    "controller": {"gains", *ARM_GAINS, *CRANE_GAINS},
+    "controller": {"gains", *_GAINS},
     "limits": {"torque"},
     "parameter": {"name", "distribution", "spread", "low", "high"},
     "correlation": {"parameters", "rho"},
@@ -113,7 +110,7 @@ def load_config(path) -> dict:
             _unknown(f"config {path} [[{sec}]] #{k + 1}", b, _SECTIONS[sec])
     if cfg.get("study", {}).get("scenario") not in SCENARIOS:
         raise ValueError(
-            f"config {path} [study] scenario: expected one of {SCENARIOS}, got "
+            f"config {path} [study] scenario: expected one of {tuple(SCENARIOS)}, got "
             f"{cfg.get('study', {}).get('scenario')!r}"
         )
     st = cfg["study"]
@@ -130,42 +127,6 @@ def load_config(path) -> dict:
     return cfg
 
 
-def _relative(cfg: dict, key: str) -> Path:
-    name = cfg["study"][key]
-    if not isinstance(name, str):
-        raise ValueError(f"[study] {key}: expected a file's path, got {name!r}")
-    p = Path(name)
-    return p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p
-
-
-def _params_of(machine, path) -> dict:
-    """The parameter file at ``path``, refused if it is another machine's."""
-    doc = read_params(path)
-    if doc["model"] not in machine.names:
-        raise ValueError(
-            f"--params: {path} holds parameters of model {doc['model']!r}, not {machine.name!r}"
-        )
-    return doc
-
-
-def _machine(cfg: dict):
-    """``(machine, plant, params digest)``: the machine file of ``[study] machine`` (a path
-    relative to the configuration, or a built-in machine's name), and its plant with the
-    identified parameters of ``[study] params`` (`jaxmb identify`'s params.json) if given."""
-    import hashlib
-
-    name = cfg["study"]["machine"]
-    machine = load_machine(name if name in BUILTIN else _relative(cfg, "machine"))
-    if "params" not in cfg["study"]:
-        return machine, machine.plant, None
-    p = _relative(cfg, "params")
-    try:
-        plant = apply_hydraulics(machine.plant, _params_of(machine, p))
-    except ValueError as err:
-        raise ValueError(f"[study] params: {err}") from None
-    return machine, plant, hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def read_gains(path, scenario: str) -> dict:
     """Gains written by `write_gains` (``jaxmb tune``) for ``scenario``."""
     try:
@@ -177,8 +138,7 @@ def read_gains(path, scenario: str) -> dict:
             f"gains file {path}: expected {{'scenario': {scenario!r}, 'gains': {{...}}}}, got "
             f"scenario {data.get('scenario')!r}"
         )
-    allowed = ARM_GAINS if scenario == "section_iv" else CRANE_GAINS
-    _unknown(f"gains file {path}", data["gains"], allowed)
+    _unknown(f"gains file {path}", data["gains"], kind_of(scenario).gain_names)
     return data["gains"]
 
 
@@ -238,8 +198,8 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
         p = p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p
         gains = read_gains(p, scenario)
     gains.update(ctrl)
-    allowed = ARM_GAINS if scenario == "section_iv" else CRANE_GAINS
-    _unknown(f"[controller] for scenario {scenario!r}", gains, allowed)
+    kind, machine = SCENARIOS[scenario]
+    _unknown(f"[controller] for scenario {scenario!r}", gains, kind.gain_names)
     common = {
         "seed": _number("[study] seed", st.get("seed", 0), integer=True),
         "payload": float(_number("[study] payload", st.get("payload", 0.0))),
@@ -247,26 +207,10 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     for k in ("t_final", "settle"):
         if k in st:
             common[k] = float(_number(f"[study] {k}", st[k]))
-    if scenario == "section_iv":
-        options = SolverOptions(**{"max_steps": 100_000, **solver})
-        limits = cfg.get("limits", {})
-        if "torque" in limits:
-            common["torque_limit"] = limits["torque"]
-        study, controller = arm_study(dist, options=options, **common, **gains)
-    else:
-        if "limits" in cfg:
-            raise ValueError(f"[limits]: the {scenario}'s limits are its valves' and pressures")
-        defaults = {"rtol": 1e-6, "atol": 1e-8, "dt_save": 1e-3, "max_steps": 500_000}
-        options = SolverOptions(**{**defaults, **solver})
-        if scenario == "crane":
-            study, controller = crane_study(dist, options=options, **common, **gains)
-        else:
-            machine, plant, params_digest = _machine(cfg)
-            if "payload" not in st:
-                common.pop("payload")  # the file's (or the identified one)
-            study, controller = machine_study(
-                machine, dist, options=options, plant=plant, **common, **gains
-            )
+    if "limits" in cfg and not kind.limits:
+        raise ValueError(f"[limits]: the {scenario}'s limits are its valves' and pressures")
+    options = SolverOptions(**{**kind.solver, **solver})
+    study, controller, identity = kind.build(cfg, machine, dist, options, common, gains)
     n = samples if samples is not None else st.get("samples", 100)
     m = chunk if chunk is not None else st.get("chunk", 64)
     n = _number("samples", n, integer=True)
@@ -275,8 +219,5 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     description = {k: v for k, v in cfg.items() if k not in ("_dir", "tune")}
     description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
     description["controller"] = {k: v for k, v in gains.items()}
-    if scenario == "machine":  # rows of another version of the files must not mix with these
-        description["study"]["machine_files_sha256"] = machine.digest()
-        if params_digest is not None:
-            description["study"]["params_sha256"] = params_digest
+    description["study"].update(identity)  # rows of other files' versions must not mix with these
     return study, controller, n, m, lanes, description

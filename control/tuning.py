@@ -30,6 +30,7 @@ import csv
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 
@@ -51,6 +52,10 @@ __all__ = [
     "GAIN_NAMES",
     "tuning_loss",
     "tune",
+    "Tuner",
+    "ROBUST",
+    "gain_columns",
+    "gains_from_columns",
     "diagnose",
     "adam_search",
     "gains_of",
@@ -100,9 +105,14 @@ def tracking_term(rmse, tolerated_error, cvar: float | None):
 
 
 def controller_with(base: RobustController, gains: dict) -> RobustController:
-    """``base`` with new gains (set by `equinox.tree_at`: positive by construction)."""
-    return eqx.tree_at(lambda c: [getattr(c, k) for k in GAIN_NAMES], base,
-                       [jnp.asarray(gains[k], dtype=float) for k in GAIN_NAMES])  # fmt: skip
+    """``base`` with new gains, each broadcast to ``base``'s shape (one value for every
+    coordinate, or one per coordinate; set by `equinox.tree_at`)."""
+    return eqx.tree_at(
+        lambda c: [getattr(c, k) for k in GAIN_NAMES],
+        base,
+        [jnp.broadcast_to(jnp.asarray(gains[k], float), jnp.shape(getattr(base, k)))
+         for k in GAIN_NAMES],
+    )  # fmt: skip
 
 
 def tuning_terms(study: ArmStudy, controller: RobustController, values, options) -> dict:
@@ -177,38 +187,109 @@ def diagnose(gains: dict, dbar, peak) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Tuner:
+    """What `tune` needs of a kind of controller: the arm's robust controller (`ROBUST`) or a
+    hydraulic machine's VDC (`jaxmb.control.crane_tuning.VDC`).
+
+    Attributes:
+        gain_names: the gains tuned (attributes of the controller).
+        with_gains: ``(base, gains) -> controller`` with those gains.
+        loss_and_gradient: ``(study, base, values, weights, rtol, atol) -> (fn, g0)``, with
+            ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains.
+        row: ``(aux, gains, weights, study) -> (figures, feasible)``: a step's history columns
+            (floats) besides its loss and gains, and whether the step met the kind's limits.
+        result: ``(best, g0, study) -> (figures, conflicts)``: the chosen step's figures for the
+            summary, and the constraints it still meets (`diagnose`, `crane_conflicts`).
+        steps: Adam steps by default.
+    """
+
+    gain_names: tuple[str, ...]
+    with_gains: Callable
+    loss_and_gradient: Callable
+    row: Callable
+    result: Callable
+    steps: int
+
+
+def gain_columns(gains: dict, names) -> dict[str, float]:
+    """Gains as flat history columns: a scalar gain as itself (``k_v``), a vector gain per
+    component (``lam_0``, ``lam_1``, ...)."""
+    out = {}
+    for k in names:
+        a = np.asarray(gains[k], float)
+        out.update(
+            {k: float(a)} if a.ndim == 0 else {f"{k}_{i}": float(x) for i, x in enumerate(a)}
+        )
+    return out
+
+
+def gains_from_columns(row: dict, g0: dict) -> dict[str, np.ndarray]:
+    """The gains of a history row (`gain_columns`), shaped as ``g0``'s."""
+    out = {}
+    for k, v in g0.items():
+        shape = np.shape(v)
+        out[k] = np.asarray(row[k] if shape == () else [row[f"{k}_{i}"] for i in range(shape[0])])
+    return out
+
+
 def tune(
-    study: ArmStudy,
-    base: RobustController,
+    study,
+    base,
     indices,
     out: Path,
     *,
-    steps: int = 40,
+    tuner: Tuner,
+    steps: int | None = None,
     learning_rate: float = 0.1,
-    weights: TuningWeights = TuningWeights(),
+    weights,
     rtol: float = 1e-8,
     atol: float = 1e-10,
     progress: bool = True,
     description: dict | None = None,
 ) -> dict:
-    """Tune ``base``'s gains over the samples ``indices`` of ``study``'s distribution.
+    """Tune ``base``'s gains over the samples ``indices`` of ``study``'s distribution, by Adam
+    on the loss of ``tuner``'s kind (`adam_search`: ``out/history.csv`` and
+    ``out/tune_state.json`` as it goes, resumable; a resume checks the saved state's
+    configuration and sampled parameters, `tuning_provenance`, with ``description``: the
+    study's description, where the caller has one). ``steps`` defaults to the tuner's; runs
+    solve at ``rtol``/``atol`` (gradients through the loops are wrong at loose tolerances).
 
-    Writes ``out/history.csv`` (one row per step: loss, its terms, dbar, the gains) and
-    ``out/tune_state.json`` (the optimiser's state) as it goes; called again on the same
-    ``out`` it resumes from the last step. Adam's step decays exponentially to a tenth of
-    ``learning_rate`` over ``steps``; a resume checks the saved state's configuration and
-    sampled parameters (`tuning_provenance`, with ``description``: the study's description,
-    where the caller has one). The result is the step of least loss among those whose
-    gains met eq. (25) with the margin and the actuator limits (else the last). Returns
-    ``{"gains", "history", "dbar", "peak", "kappa_exceeds_dbar", "conflicts", "step"}``."""
-    # traced under failures_as_nan: a trial stage outside the arm's domain is a rejected step
-    # (not an error), and a sample that really leaves it is a failed run
-    # Tsit5 whatever the study's method: at rtol 1e-8 steps are set by accuracy, not by the
-    # boundary layer's stiffness, and Rodas4 saves too few of them to pay for its Jacobians
-    options = replace(study.options, rtol=rtol, atol=atol, method="tsit5")
+    The result is the step of least loss among those that met the kind's limits (of all steps
+    if none did), with the figures its own runs gave (no second compile). Returns ``{"gains",
+    "history", "figures", "conflicts", "step"}``."""
+    steps = tuner.steps if steps is None else steps
+    values = jnp.asarray(study.values(indices))
+    # traced under failures_as_nan: a trial stage outside the machine's domain is a rejected
+    # step (not an error), and a sample that really leaves it is a failed run
     with failures_as_nan():
-        return _tune(study, base, indices, Path(out), steps, learning_rate, weights, options,
-                     progress, description)  # fmt: skip
+        fn, g0 = tuner.loss_and_gradient(study, base, values, weights, rtol, atol)
+        provenance = tuning_provenance(
+            study, g0, indices, values, steps=steps, learning_rate=learning_rate,
+            weights=weights, rtol=rtol, atol=atol, description=description,
+        )  # fmt: skip
+
+        def record(index, J, aux, theta):
+            gains = gains_of(theta, g0)
+            figures, feasible = tuner.row(aux, gains, weights, study)
+            row = {"step": index, "loss": float(J), "feasible": bool(feasible)}
+            row.update(figures)
+            row.update(gain_columns(gains, tuner.gain_names))
+            if not bool(aux["success"]) or not np.isfinite(row["loss"]):
+                raise failed_step(index, gains)
+            return row
+
+        history = adam_search(fn, g0, Path(out), steps=steps, learning_rate=learning_rate,
+                              record=record, progress=progress, provenance=provenance)  # fmt: skip
+    best = min([h for h in history if h["feasible"]] or history, key=lambda h: h["loss"])
+    figures, conflicts = tuner.result(best, g0, study)
+    return {
+        "gains": gains_from_columns(best, g0),
+        "history": history,
+        "figures": figures,
+        "conflicts": conflicts,
+        "step": best["step"],
+    }
 
 
 def tuning_provenance(study, g0: dict, indices, values, **settings) -> dict:
@@ -350,55 +431,55 @@ def failed_step(k: int, gains: dict) -> RuntimeError:
     )
 
 
-def _tune(study, base, indices, out, steps, learning_rate, weights, options, progress,
-          description) -> dict:  # fmt: skip
+def _loss_and_gradient(study, base, values, weights, rtol, atol):
+    """The arm's `Tuner.loss_and_gradient`: reverse mode through the vmapped samples, solved
+    by Tsit5 whatever the study's method (at rtol 1e-8 steps are set by accuracy, not by the
+    boundary layer's stiffness, and Rodas4 saves too few of them to pay for its Jacobians)."""
+    options = replace(study.options, rtol=rtol, atol=atol, method="tsit5")
     g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
-    values = jnp.asarray(study.values(indices))
-    provenance = tuning_provenance(
-        study, g0, indices, values, steps=steps, learning_rate=learning_rate, weights=weights,
-        rtol=options.rtol, atol=options.atol, description=description,
-    )  # fmt: skip
-    step = eqx.filter_jit(
+    fn = eqx.filter_jit(
         jax.value_and_grad(
             lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
         )
     )
+    return fn, g0
+
+
+def _row(aux, gains, weights, study):
+    """A step's figures: its terms, and per coordinate dbar, the bound and the peak effort;
+    feasible where eq. (25) holds with the margin and the actuator limits are kept."""
+    feasible = bool(
+        jnp.all(gains["kappa"] > (1 + weights.margin) * aux["dbar"]) & jnp.all(aux["peak"] <= 1)
+    )
+    row = {k: float(aux[k]) for k in ("tracking", "effort", "chattering")}
+    for i in range(len(study.coordinate_names)):
+        row.update({f"{f}_{i}": float(aux[a][i])
+                    for f, a in (("dbar", "dbar"), ("bound_e", "bound_e"), ("peak", "peak"))})  # fmt: skip
+    return row, feasible
+
+
+def _result(best, g0, study):
+    """The chosen step's figures (dbar, peak and bound from the tuning sample at the tuning
+    tolerance) and what conflicts (`diagnose`)."""
     n = len(study.coordinate_names)
-
-    def record(index, J, aux, theta):
-        gains = gains_of(theta, g0)
-        feasible = bool(
-            jnp.all(gains["kappa"] > (1 + weights.margin) * aux["dbar"]) & jnp.all(aux["peak"] <= 1)
-        )
-        row = {"step": index, "loss": float(J), "feasible": feasible}
-        row.update({k: float(aux[k]) for k in ("tracking", "effort", "chattering")})
-        for i in range(n):
-            row[f"dbar_{i}"] = float(aux["dbar"][i])
-            row[f"bound_e_{i}"] = float(aux["bound_e"][i])
-            row[f"peak_{i}"] = float(aux["peak"][i])
-            for g in GAIN_NAMES:
-                row[f"{g}_{i}"] = float(gains[g][i])
-        if not bool(aux["success"]) or not np.isfinite(row["loss"]):
-            raise failed_step(index, gains)
-        return row
-
-    history = adam_search(step, g0, out, steps=steps, learning_rate=learning_rate,
-                          record=record, progress=progress, provenance=provenance)  # fmt: skip
-    # the result: the step of least loss among those that met eq. (25) with the margin and
-    # the limits (the last step if none did), with the figures its own runs gave (dbar, peak
-    # and bound from the tuning sample at the tuning tolerance: no second compile)
-    ok = [h for h in history if h["feasible"]] or history[-1:]
-    best = min(ok, key=lambda h: h["loss"])
-    final = {k: np.asarray([best[f"{k}_{i}"] for i in range(n)]) for k in GAIN_NAMES}
     dbar, peak, bound_e = (np.asarray([best[f"{f}_{i}"] for i in range(n)])
                            for f in ("dbar", "peak", "bound_e"))  # fmt: skip
-    return {
-        "gains": final,
-        "history": history,
-        "dbar": dbar,
-        "peak": peak,
-        "bound_e": bound_e,
-        "kappa_exceeds_dbar": final["kappa"] > dbar,  # eq. (25), as `ultimate_bounds` has it
-        "conflicts": diagnose(final, dbar, peak),
-        "step": best["step"],
+    kappa = gains_from_columns(best, g0)["kappa"]
+    figures = {
+        "dbar": dbar.tolist(),
+        "kappa_exceeds_dbar": (kappa > dbar).tolist(),  # eq. (25), as `ultimate_bounds` has it
+        "peak_over_limit": peak.tolist(),
+        "ultimate_bound_e": bound_e.tolist(),
     }
+    return figures, diagnose({"kappa": kappa}, dbar, peak)
+
+
+# the arm's robust controller of eq. (18), tuned against the bounds of eqs. (19)-(25)
+ROBUST = Tuner(
+    gain_names=GAIN_NAMES,
+    with_gains=controller_with,
+    loss_and_gradient=_loss_and_gradient,
+    row=_row,
+    result=_result,
+    steps=30,
+)

@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ from jaxmb.io.logs import (
 from jaxmb.io.machine import load_machine
 from jaxmb.multibody.model import coordinate_joint_types
 
-__all__ = ["MODELS", "resolve_model", "identify"]
+__all__ = ["MODELS", "BuiltinModel", "resolve_model", "identify"]
 
 
 def _arm():
@@ -86,18 +87,45 @@ def _kr300_drives():
     return Drives(gear_ratio={f"q{i + 1}": float(g) for i, g in enumerate(GEAR_RATIOS)})
 
 
-# drive constants of built-in models (motor-side logs)
-DRIVES: dict[str, Callable] = {"kr300": _kr300_drives}
+def _kr300_limits() -> dict:
+    from jaxmb.models.kr300 import kr300_drives
 
-# known generalized forces of built-in models (springs, counterbalances)
-KNOWN_FORCES: dict[str, Callable[[], dict]] = {"kr300": _kr300_forces}
+    d = kr300_drives()
+    return {
+        f"q{i + 1}": (float(lo), float(hi))
+        for i, (lo, hi) in enumerate(zip(d.q_min, d.q_max, strict=True))
+    }
 
 
-# built-in models: name -> (constructor, route); the crane is a machine file like a user's
-MODELS: dict[str, tuple[Callable, str]] = {
-    "arm": (_arm, "rigid"),
-    "kr300": (_kr300, "rigid"),
-    "crane": (lambda: load_machine("crane"), "hydraulic"),
+@dataclass(frozen=True)
+class BuiltinModel:
+    """What `identify` knows of a built-in model beyond its files.
+
+    Attributes:
+        make: its constructor (a `jaxmb.multibody.model.Model`, or a machine file's
+            `jaxmb.io.machine.Machine`).
+        route: ``"rigid"`` (the regressor route) or ``"hydraulic"`` (output error).
+        drives: the drive constants of motor-side logs (`Drives`), or None.
+        known_forces: its known generalized forces (springs, counterbalances), or None.
+        limits: its joint limits ``{coordinate: (low, high)}``, for the URDF it is written as,
+            or None.
+    """
+
+    make: Callable
+    route: str
+    drives: Callable | None = None
+    known_forces: Callable[[], dict] | None = None
+    limits: Callable[[], dict] | None = None
+
+
+# the built-in models by name, the one table `identify` looks them up in; the crane is a
+# machine file like a user's
+MODELS: dict[str, BuiltinModel] = {
+    "arm": BuiltinModel(_arm, "rigid"),
+    "kr300": BuiltinModel(
+        _kr300, "rigid", drives=_kr300_drives, known_forces=_kr300_forces, limits=_kr300_limits
+    ),
+    "crane": BuiltinModel(lambda: load_machine("crane"), "hydraulic"),
 }
 
 
@@ -105,8 +133,8 @@ def resolve_model(name_or_path: str):
     """``(name, model or machine, route)`` for a built-in name, a URDF path (the regressor
     route) or a machine file (``.toml``, `jaxmb.io.machine`: the hydraulic route)."""
     if name_or_path in MODELS:
-        make, route = MODELS[name_or_path]
-        return name_or_path, make(), route
+        entry = MODELS[name_or_path]
+        return name_or_path, entry.make(), entry.route
     path = Path(name_or_path)
     if path.suffix.lower() in (".urdf", ".toml"):
         if not path.is_file():
@@ -442,18 +470,10 @@ def _settings(options: dict, given: frozenset, chosen: Sequence[str]) -> dict:
     return out
 
 
-def _kr300_limits() -> dict:
-    from jaxmb.models.kr300 import kr300_drives
-
-    d = kr300_drives()
-    return {
-        f"q{i + 1}": (float(lo), float(hi))
-        for i, (lo, hi) in enumerate(zip(d.q_min, d.q_max, strict=True))
-    }
-
-
-# joint limits of built-in models, for the URDF they are written as
-LIMITS: dict[str, Callable[[], dict]] = {"kr300": _kr300_limits}
+def _limits(name: str) -> dict:
+    """A built-in model's joint limits (`BuiltinModel.limits`), else none."""
+    entry = MODELS.get(name)
+    return entry.limits() if entry is not None and entry.limits is not None else {}
 
 
 def _one_or_list(paths):
@@ -478,7 +498,7 @@ def _write_urdf(path: Path, name, prior, res, urdf_source, log_paths) -> dict:
         return {"file": None, "why": why + "; no URDF written (use --method consistent)"}  # fmt: skip
     try:
         source = (Path(urdf_source).read_bytes() if urdf_source is not None
-                  else model_urdf(prior, name=name, limits=LIMITS.get(name, dict)()))  # fmt: skip
+                  else model_urdf(prior, name=name, limits=_limits(name)))  # fmt: skip
     except ValueError as err:  # closed loops: no URDF describes the model
         return {"file": None, "why": f"{err}; no URDF written"}
     not_in_file = {}
@@ -581,12 +601,13 @@ def identify(
                 prior_weight=0.1 if prior_weight is None else prior_weight,
                 coulomb_width=coulomb_width,
             )  # fmt: skip
-            if name in KNOWN_FORCES:
-                options["known_forces"] = KNOWN_FORCES[name]()
+            entry = MODELS.get(name)  # a built-in name, or a URDF named after one
+            if entry is not None and entry.known_forces is not None:
+                options["known_forces"] = entry.known_forces()
             if drives is not None:
                 options["drives"] = drives
-            elif name in DRIVES:
-                options["drives"] = DRIVES[name]()
+            elif entry is not None and entry.drives is not None:
+                options["drives"] = entry.drives()
             source = model if Path(model).suffix.lower() == ".urdf" else None
             summary = _identify_rigid(name, m, paths, out, validate, options, progress, window,
                                       user_drives=drives is not None, urdf_source=source,

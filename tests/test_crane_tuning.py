@@ -3,7 +3,7 @@ forward-mode gradient through the hydraulic closed loop against central finite d
 the optimisation, its resumption, the validation against the given gains and the gains file
 read back by `montecarlo` and `simulate --machine crane`.
 
-The whole module runs inside one `failures_as_nan` context (as `tune_crane` traces), so the
+The whole module runs inside one `failures_as_nan` context (as `tuning.tune` traces), so the
 gradient `jaxmb tune` compiled is the one the finite-difference test evaluates."""
 
 import json

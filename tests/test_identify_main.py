@@ -93,7 +93,7 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
 def test_kr300_motor_side_torques_through_the_gears():
     """The recordings' motor-side torques times the published gear ratios are the joint torques
     (the converter's tau_ columns), so a motor-side log identifies the same model."""
-    from jaxmb.identification.identify import DRIVES
+    from jaxmb.identification.identify import MODELS
     from jaxmb.identification.rigid import generalized_forces
     from jaxmb.io.logs import read_log
 
@@ -102,7 +102,7 @@ def test_kr300_motor_side_torques_through_the_gears():
     motor_only = log.__class__(
         log.t, {k: log[k] for k in log.names if not k.startswith("tau_q")}, log.sidecar
     )
-    tau = generalized_forces(motor_only, names, DRIVES["kr300"]())
+    tau = generalized_forces(motor_only, names, MODELS["kr300"].drives())
     np.testing.assert_allclose(tau, log.stack([f"tau_{c}" for c in names]), rtol=1e-12)
 
 

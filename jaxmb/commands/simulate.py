@@ -5,6 +5,8 @@ each with its report."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,8 +29,9 @@ def _gain(text: str, name: str) -> list[float]:
 
 
 def crane_cmd(args: argparse.Namespace) -> int:
-    """``jaxmb simulate --machine crane``: the VDC closed loop on the A-B-C-D task, or an
-    open-loop replay of a command table (``--commands``)."""
+    """``jaxmb simulate --machine crane``: the built-in crane's machine file under VDC on its
+    A-B-C-D task (`machine_run.run_machine`, as any machine file), or an open-loop replay of
+    a command table (``--commands``), with the payload ``--payload`` names."""
     from pathlib import Path
 
     out = Path(args.out)
@@ -41,13 +44,14 @@ def crane_cmd(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from jaxmb.control.crane_run import run_crane
+    from jaxmb.io.machine import load_machine
 
+    machine = load_machine("crane")
     gains = None
     if args.gains is not None:
         if args.commands is not None:
             raise SystemExit("jaxmb: --gains: the replay of --commands has no controller")
-        from jaxmb.control.crane_run import crane_controller
+        from jaxmb.control.machine_run import machine_controller
         from jaxmb.control.study_config import read_gains
 
         try:
@@ -55,19 +59,19 @@ def crane_cmd(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
         try:
-            crane_controller(**gains)  # shapes and signs, before anything compiles
+            machine_controller(machine, gains=gains)  # shapes and signs, before any compile
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
     notes: dict = {}
     if args.commands is not None:
         from jaxmb.control.crane_report import check_command_table, read_commands
-        from jaxmb.models.crane import lift_tilt_crane_plant
 
         try:
-            table = read_commands(args.commands, ("u_lift", "u_tilt"))
+            acts = machine.plant.actuators
+            table = read_commands(args.commands, tuple(f"u_{a.name}" for a in acts))
             if args.t_final is None:  # the table's span
                 t_final = float(table.t[-1])
-            u_max = {f"u_{a.name}": float(a.valve.u_max) for a in lift_tilt_crane_plant().actuators}
+            u_max = {f"u_{a.name}": float(a.valve.u_max) for a in acts}
             table, clipped = check_command_table(
                 table, t_final, u_max, args.commands, clip=args.clip_commands
             )
@@ -82,23 +86,19 @@ def crane_cmd(args: argparse.Namespace) -> int:
             raise SystemExit("jaxmb: --clip-commands: only for the replay of --commands")
         table = None
         what = "VDC closed loop on the A-B-C-D task"
-    plant = None
-    if args.params is not None:
-        from jaxmb.io.params_file import apply_hydraulics, read_params
-        from jaxmb.models.crane import lift_tilt_crane_plant
+    from jaxmb.io.params_file import apply_hydraulics, read_params
 
-        try:
+    plant = machine.plant
+    try:
+        if args.params is not None:
             doc = read_params(args.params, model_name="crane")
-            plant = apply_hydraulics(lift_tilt_crane_plant(), doc)  # its payload, if identified
-            if args.payload != 0.0:  # the option names this run's payload
-                plant = apply_hydraulics(
-                    plant, {"payload": {"mass": args.payload, "com": [0.0] * 3}}
-                )
-        except ValueError as err:
-            raise SystemExit(f"jaxmb simulate: {err}") from None
-    payload = args.payload  # the run's: the option's, else the parameter file's if it has one
-    if plant is not None and "payload" in plant.model.body_names:
-        payload = float(plant.model.bodies[plant.model.body_names.index("payload")].mass)
+            plant = apply_hydraulics(plant, doc)  # its payload, if identified
+        if args.params is None or args.payload != 0.0:  # the option names this run's payload
+            plant = apply_hydraulics(plant, {"payload": {"mass": args.payload, "com": [0.0] * 3}})
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    # the run's: the option's, else the parameter file's
+    payload = float(plant.model.bodies[plant.model.body_names.index("payload")].mass)
     print(
         f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {payload:g} kg -> {out}/"
     )
@@ -106,18 +106,18 @@ def crane_cmd(args: argparse.Namespace) -> int:
         print(f"plant and controller model: hydraulic parameters from {args.params}")
     if gains is not None:
         print(f"VDC gains from {args.gains}: {gains}")
-    summary = run_crane(
-        out,
-        plant=plant,
-        gains=gains,
-        commands=table,
-        notes=notes,
-        t_final=t_final,
-        dt_save=args.dt_save,
-        payload=payload,
-        progress=not args.quiet,
-        plots=not args.no_plots,
-    )
+    if table is None:
+        from jaxmb.control.machine_run import run_machine
+
+        summary = run_machine(machine, out, plant=plant, gains=gains, t_final=t_final,
+                              dt_save=args.dt_save, progress=not args.quiet,
+                              plots=not args.no_plots)  # fmt: skip
+    else:
+        from jaxmb.control.crane_run import run_crane
+
+        summary = run_crane(out, plant=plant, commands=table, notes=notes, t_final=t_final,
+                            dt_save=args.dt_save, payload=payload, progress=not args.quiet,
+                            plots=not args.no_plots)  # fmt: skip
     if "max_tool_position_error_m" in summary:
         print(
             f"max tool position error {summary['max_tool_position_error_m']:.4g} m, "
@@ -186,14 +186,6 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
         print("warning: a solve failed; the series stop where it did")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
-
-
-def _machine_choice(text: str) -> str:
-    if text in ("arm", "crane", "rpr3-flexible") or text.lower().endswith(".toml"):
-        return text
-    raise argparse.ArgumentTypeError(
-        f"expected arm, crane, rpr3-flexible or a machine file (.toml), got {text!r}"
-    )
 
 
 def machine_cmd(args: argparse.Namespace) -> int:
@@ -288,64 +280,9 @@ def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
     return 0
 
 
-# the machines each option of `jaxmb simulate` applies to ("file": a machine file); an option
-# given for another machine is refused by name (issue 29), never silently ignored
-_ARM_ONLY = ("arm",)
-
-SIMULATE_OPTIONS = {
-    "commands": ("crane", "file"), "clip_commands": ("crane",), "payload": ("crane",),
-    "Lambda": _ARM_ONLY, "K": _ARM_ONLY, "kappa": _ARM_ONLY, "eps": _ARM_ONLY, "form": _ARM_ONLY,
-    "params": ("arm", "crane", "file"), "gains": ("arm", "crane", "file"),
-    "omega": ("rpr3-flexible",),
-}  # fmt: skip
-
-_WHY = {
-    ("payload", "file"): " (a machine file's payload is its [payload], a log sidecar's "
-    "conditions.payload_kg, or an identified --params)",
-    ("clip_commands", "file"): " (a machine file's replay reads a validated log)",
-}
-
-
-def _check_simulate_options(args: argparse.Namespace, kind: str) -> None:
-    """Refuse every option given (not at its default) that ``kind`` of machine does not use."""
-    parser = argparse.ArgumentParser(prog="jaxmb")
-    add_parser(parser.add_subparsers(dest="command"))  # this command's own defaults
-    defaults = parser.parse_args(["simulate"])
-    for option, machines in SIMULATE_OPTIONS.items():
-        if kind in machines or getattr(args, option) == getattr(defaults, option):
-            continue
-        flag = "--" + option.replace("_", "-")
-        shown = [m if m != "file" else "a machine file (.toml)" for m in machines]
-        machine = args.machine if kind != "file" else "a machine file"
-        raise SystemExit(
-            f"jaxmb simulate: {flag}: not for {machine}; only for --machine "
-            f"{' or '.join(shown)}{_WHY.get((option, kind), '')}"
-        )
-
-
-def _machine_defaults(args: argparse.Namespace) -> None:
-    """The output folder and save step that depend on the machine, where not given."""
-    toml = args.machine.lower().endswith(".toml")
-    crane = args.machine == "crane" or toml
-    if args.out is None:
-        file_out = "out/replay" if args.commands is not None else "out/machine"
-        args.out = {"crane": "out/crane", "rpr3-flexible": "out/rpr3_flexible"}.get(
-            args.machine, file_out if toml else "out/section_iv"
-        )
-    if args.dt_save is None:
-        args.dt_save = 0.001 if crane else 0.01
-
-
-def simulate_cmd(args: argparse.Namespace) -> int:
-    _machine_defaults(args)
-    kind = "file" if args.machine.lower().endswith(".toml") else args.machine
-    _check_simulate_options(args, kind)
-    if kind == "file":
-        return machine_cmd(args)
-    if args.machine == "crane":
-        return crane_cmd(args)
-    if args.machine == "rpr3-flexible":
-        return rpr3_flexible_cmd(args)
+def section_iv_cmd(args: argparse.Namespace) -> int:
+    """``jaxmb simulate --machine arm``: Dastranj & Mattila (2026) Section IV, the robust
+    controller of eq. (18) on the 3-DoF series-parallel arm."""
     if args.t_final is None:
         args.t_final = 20.0
     import jax
@@ -424,6 +361,79 @@ def simulate_cmd(args: argparse.Namespace) -> int:
         )
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine `jaxmb simulate` runs: its command, the options it takes (besides those every
+    machine takes), and its defaults."""
+
+    run: Callable[[argparse.Namespace], int]
+    options: tuple[str, ...]
+    out: Callable[[argparse.Namespace], str]
+    dt_save: float
+    shown: str  # how a message names it
+
+
+# the one table `jaxmb simulate` looks a machine up in; ".toml" is any machine file (the
+# built-in crane's included: `--machine jaxmb/models/machines/lift_tilt_crane.toml`)
+MACHINES = {
+    "arm": Machine(section_iv_cmd, ("Lambda", "K", "kappa", "eps", "form", "params", "gains"),
+                   lambda a: "out/section_iv", 0.01, "arm"),
+    "crane": Machine(crane_cmd, ("commands", "clip_commands", "payload", "params", "gains"),
+                     lambda a: "out/crane", 1e-3, "crane"),
+    "rpr3-flexible": Machine(rpr3_flexible_cmd, ("omega",), lambda a: "out/rpr3_flexible", 0.01,
+                             "rpr3-flexible"),
+    ".toml": Machine(machine_cmd, ("commands", "params", "gains"),
+                     lambda a: "out/replay" if a.commands is not None else "out/machine", 1e-3,
+                     "a machine file (.toml)"),
+}  # fmt: skip
+
+# why an option is not for a machine, where the machine has its own way
+_WHY = {
+    ("payload", ".toml"): " (a machine file's payload is its [payload], a log sidecar's "
+    "conditions.payload_kg, or an identified --params)",
+    ("clip_commands", ".toml"): " (a machine file's replay reads a validated log)",
+}
+
+
+def _key(machine: str) -> str:
+    return ".toml" if machine.lower().endswith(".toml") else machine
+
+
+def _machine_choice(text: str) -> str:
+    if _key(text) in MACHINES:
+        return text
+    names = ", ".join(k for k in MACHINES if k != ".toml")
+    raise argparse.ArgumentTypeError(f"expected {names} or a machine file (.toml), got {text!r}")
+
+
+def _check_simulate_options(args: argparse.Namespace, key: str) -> None:
+    """Refuse every option given (not at its default) that machine ``key`` does not take (issue
+    29: never silently ignored), naming the machines that do."""
+    parser = argparse.ArgumentParser(prog="jaxmb")
+    add_parser(parser.add_subparsers(dest="command"))  # this command's own defaults
+    defaults = parser.parse_args(["simulate"])
+    for option in dict.fromkeys(o for m in MACHINES.values() for o in m.options):
+        if option in MACHINES[key].options or getattr(args, option) == getattr(defaults, option):
+            continue
+        flag = "--" + option.replace("_", "-")
+        shown = [m.shown for m in MACHINES.values() if option in m.options]
+        machine = args.machine if key != ".toml" else "a machine file"
+        raise SystemExit(
+            f"jaxmb simulate: {flag}: not for {machine}; only for --machine "
+            f"{' or '.join(shown)}{_WHY.get((option, key), '')}"
+        )
+
+
+def simulate_cmd(args: argparse.Namespace) -> int:
+    machine = MACHINES[_key(args.machine)]
+    if args.out is None:
+        args.out = machine.out(args)
+    if args.dt_save is None:
+        args.dt_save = machine.dt_save
+    _check_simulate_options(args, _key(args.machine))
+    return machine.run(args)
 
 
 def add_parser(sub) -> None:
