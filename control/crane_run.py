@@ -1,6 +1,8 @@
-"""The crane's runs: the VDC closed loop on the spec's A-B-C-D task and open-loop replays of
-command tables, as pure functions (`crane_closed_loop`, `crane_replay`) and as the report the
-``jaxmb simulate --machine crane`` command writes (`run_crane`).
+"""The crane's runs in the paper's form: the VDC closed loop over the segment recursion of
+Petrovic & Mattila (2022) on the spec's A-B-C-D task, and open-loop replays of command tables,
+as pure functions (`crane_closed_loop`, `crane_replay`): the reference the machine-file path
+(`machine_run`, which ``jaxmb simulate --machine crane`` takes, as any machine file) is tested
+against, and the VDC gains and tolerances every machine starts from.
 
 Solver and tolerances, chosen on evidence (``python scripts/bench_crane.py`` prints the
 comparison): the loop is mildly stiff, its fastest mode about -1.6e3 1/s from the smooth
@@ -27,17 +29,13 @@ gradients.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmb.control.crane_report import write_crane_report
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.models.crane import (
-    T_FINAL_ABCD,
     WAYPOINTS,
     abcd_reference,
     crane_chain,
@@ -52,7 +50,6 @@ __all__ = [
     "crane_controller",
     "crane_closed_loop",
     "crane_replay",
-    "run_crane",
 ]
 
 # VDC gains (the paper gives none): lambda_q = 10 1/s (eq. (36)), K_A = 50 M_A + I (eq. (8)),
@@ -117,47 +114,3 @@ def control_series(controller: VDCController, tr: Trajectory) -> dict[str, np.nd
     for i, nm in enumerate(tr.coordinate_names):
         out[f"{nm}_d"] = np.asarray(tr.q_d[:, i])
     return out
-
-
-def run_crane(
-    out: Path,
-    *,
-    commands: CommandTable | None = None,
-    t_final: float = T_FINAL_ABCD,
-    dt_save: float = 1e-3,
-    payload: float = 0.0,
-    progress: bool = True,
-    plots: bool = True,
-    plant=None,
-    gains: dict | None = None,
-    notes: dict | None = None,
-) -> dict:
-    """Run the crane (closed loop, or ``commands`` open loop) and write the report into
-    ``out``; returns the summary. ``plant`` replaces the spec's plant (e.g. with identified
-    hydraulic parameters); the VDC controller then uses it as its model too. ``gains``
-    override `GAINS` (e.g. those `jaxmb tune` wrote). ``notes`` go into the summary as they
-    are (e.g. the commands a replay clipped)."""
-    plant = lift_tilt_crane_plant(payload=payload) if plant is None else plant
-    ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
-    gains = {**GAINS, **(gains or {})}
-    # quiet: one compiled program for the whole run; with the progress bar, `simulate` runs in
-    # chunks of one compiled program each and moves the bar between them (no host callback in
-    # a program: they are all written to the persistent compilation cache)
-    compiled = eqx.filter_jit if not progress else (lambda f: f)
-    if commands is None:
-        controller = crane_controller(plant, **gains)
-        tr = compiled(lambda p, c: crane_closed_loop(p, c, ts, progress=progress, throw=False))(
-            plant, controller
-        )
-        control = control_series(controller, tr)
-        extra = {"mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91)) on the A-B-C-D task",
-                 "gains": gains}  # fmt: skip
-    else:
-        tr = compiled(lambda p: crane_replay(p, commands, ts, progress=progress, throw=False))(
-            plant
-        )
-        control = None
-        extra = {"mode": "open-loop replay of a command table"}
-    extra.update({"payload_kg": payload, "rtol": RTOL, "atol": ATOL, "solver": "tsit5"})
-    extra.update(notes or {})
-    return write_crane_report(out, plant, tr, control=control, extra=extra, plots=plots)

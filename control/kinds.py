@@ -58,6 +58,7 @@ class ControlKind:
             validation sample.
         panels: ``study -> [(column, label, limit)]``: the comparison plot's panels, ``limit``
             a function of the table (the red bar) or None.
+        lines: ``validation -> [str]``: that summary as the lines ``jaxmb tune`` prints.
     """
 
     name: str
@@ -68,6 +69,7 @@ class ControlKind:
     limits: bool
     validation: Callable
     panels: Callable
+    lines: Callable
 
     @property
     def gain_names(self) -> tuple[str, ...]:
@@ -185,6 +187,30 @@ def limits_analysis(table, study, gains: dict) -> dict:
     return out
 
 
+def _bound_lines(validation: dict) -> list[str]:
+    return [
+        f"{c:>6}: kappa {r['kappa']:.4g} vs dbar {r['dbar_max']:.4g} "
+        f"({'holds' if r['kappa_exceeds_dbar'] else 'fails'}), bound "
+        f"{r['ultimate_bound_e']:.4g}, measured max error {r['max_error_max']}"
+        for c, r in validation.items()
+        if isinstance(r, dict) and r["max_error_max"] is not None  # None: every sample failed
+    ]
+
+
+def _limits_lines(validation: dict) -> list[str]:
+    out = []
+    for c, r in validation.items():
+        if not isinstance(r, dict) or not all(r.values()):
+            continue  # a count, or figures of a sample set that all failed
+        if "rmse" in r:  # a joint
+            out.append(f"{c:>6}: rmse p95 {r['rmse']['p95']:.3g} {r['unit']}, max error after "
+                       f"the transient p95 {r['max_error']['p95']:.3g} {r['unit']}")  # fmt: skip
+        else:  # a valve
+            out.append(f"{c:>6}: peak command p95 {r['peak_command']['p95']:.3g} V (limit "
+                       f"{r['u_max']:g}), saturated p95 {r['saturation_time_s']['p95']:.3g} s")  # fmt: skip
+    return out
+
+
 def _bound_panels(study) -> list:
     return [(f"max_error_{c}", f"max |e_{c}| after transient (red: computed bound)",
              lambda t, c=c: figure_column(t, f"bound_e_{c}")) for c in study.coordinate_names]  # fmt: skip
@@ -209,6 +235,7 @@ ROBUST = ControlKind(
     limits=True,
     validation=bound_analysis,
     panels=_bound_panels,
+    lines=_bound_lines,
 )
 
 VDC = ControlKind(
@@ -220,6 +247,7 @@ VDC = ControlKind(
     limits=False,
     validation=limits_analysis,
     panels=_limit_panels,
+    lines=_limits_lines,
 )
 
 # scenario -> (kind, the built-in machine file it names, or None: the arm, or [study] machine)

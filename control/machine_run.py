@@ -1,6 +1,7 @@
-"""Any hydraulic machine file's VDC closed loop on its waypoint task: the controller
-(`machine_controller`), the run (`machine_closed_loop`) and the report ``jaxmb simulate
---machine FILE.toml`` writes (`run_machine`).
+"""Any hydraulic machine file's runs (the built-in crane's included): the VDC closed loop on its
+waypoint task, with its controller (`machine_controller`), the run (`machine_closed_loop`) and
+the report ``jaxmb simulate --machine FILE.toml`` writes (`run_machine`); and a command table's
+open-loop replay from the task's first waypoint (`table_replay`, `run_table`).
 
 The controller is `VDCController` over the decomposition of the machine's model into its
 bodies (`jaxmb.vdc.bodies`): it needs no segment frames, so joint axes, cylinder mounts and
@@ -19,7 +20,7 @@ import jax.numpy as jnp
 from jaxmb.control.crane_report import write_crane_report
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
 from jaxmb.control.vdc_control import VDCController
-from jaxmb.simulation import Trajectory, simulate
+from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
     "machine_controller",
@@ -27,6 +28,8 @@ __all__ = [
     "machine_gains",
     "tool_frame",
     "run_machine",
+    "table_replay",
+    "run_table",
 ]
 
 
@@ -69,6 +72,13 @@ def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False
     return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
 
 
+def _payload(plant) -> dict:
+    """The summary's ``payload_kg``, where the plant has a payload."""
+    if "payload" not in plant.model.body_names:
+        return {}
+    return {"payload_kg": float(plant.model.body("payload").mass)}
+
+
 def tool_frame(machine) -> str:
     """The frame whose path a report follows: the payload's link, else the model's last frame."""
     if machine.payload is not None:
@@ -104,11 +114,7 @@ def run_machine(
         "mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91), required forces by virtual "
         "power over the bodies) on the machine file's [task]",
         "gains": {k: jnp.asarray(getattr(controller, k)).tolist() for k in GAINS},
-        **(
-            {"payload_kg": float(plant.model.bodies[plant.model.body_names.index("payload")].mass)}
-            if "payload" in plant.model.body_names
-            else {}
-        ),
+        **_payload(plant),
         "rtol": RTOL,
         "atol": ATOL,
         "solver": "tsit5",
@@ -118,3 +124,47 @@ def run_machine(
         out, plant, tr, control=control_series(controller, tr), extra=extra, plots=plots,
         tool=tool,
     )  # fmt: skip
+
+
+@eqx.filter_jit
+def table_replay(plant, table: CommandTable, q0, ts, progress: bool = False) -> Trajectory:
+    """``table``'s commands replayed open loop on ``plant`` from rest at ``q0`` with the
+    pressures that hold it there, saving at ``ts`` (compiled once for every plant, table and
+    grid of the same shapes; solver failures returned, not raised)."""
+    opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000}
+    return simulate(plant, table, None, q0, jnp.zeros_like(q0), ts, progress=progress,
+                    throw=False, **opts)  # fmt: skip
+
+
+def run_table(
+    machine,
+    table: CommandTable,
+    out: Path,
+    *,
+    plant=None,
+    t_final: float,
+    dt_save: float = 1e-3,
+    notes: dict | None = None,
+    progress: bool = True,
+    plots: bool = True,
+) -> dict:
+    """Replay a command table open loop on ``plant`` (default the file's) from the task's
+    first waypoint at rest and write the report into ``out``; returns the summary. ``notes``
+    go into the summary as they are (e.g. the commands the replay clipped)."""
+    plant = machine.plant if plant is None else plant
+    q0 = machine.task.reference()(jnp.zeros(()))
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+    if progress:  # `simulate`'s chunks move the bar (see control.crane_run)
+        tr = table_replay.__wrapped__(plant, table, q0, ts, progress=True)
+    else:
+        tr = table_replay(plant, table, q0, ts)
+    extra = {
+        "machine": machine.name,
+        "mode": "open-loop replay of a command table from the task's first waypoint at rest",
+        "rtol": RTOL,
+        "atol": ATOL,
+        "solver": "tsit5",
+        **_payload(plant),
+        **(notes or {}),
+    }
+    return write_crane_report(out, plant, tr, extra=extra, plots=plots, tool=tool_frame(machine))

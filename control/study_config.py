@@ -128,12 +128,15 @@ def load_config(path) -> dict:
 
 
 def read_gains(path, scenario: str) -> dict:
-    """Gains written by `write_gains` (``jaxmb tune``) for ``scenario``."""
+    """Gains written by `write_gains` (``jaxmb tune``) for ``scenario``, or for a scenario of
+    the same kind (a machine file's VDC gains, whichever scenario tuned them; the controller
+    then checks their shapes against the machine)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"gains file {str(path)!r}: cannot read JSON: {err}") from None
-    if data.get("scenario") != scenario or not isinstance(data.get("gains"), dict):
+    same_kind = data.get("scenario") in SCENARIOS and kind_of(data["scenario"]) is kind_of(scenario)
+    if not same_kind or not isinstance(data.get("gains"), dict):
         raise ValueError(
             f"gains file {path}: expected {{'scenario': {scenario!r}, 'gains': {{...}}}}, got "
             f"scenario {data.get('scenario')!r}"

@@ -39,18 +39,21 @@ def replay(
     out,
     *,
     params=None,
+    payload: float | None = None,
     t_final: float | None = None,
     plots: bool = True,
 ) -> dict:
     """Replay ``log_path`` (module docstring) and write the report into ``out``; returns the
-    summary. Every input is read and checked before anything compiles or is written."""
+    summary. ``payload`` (kg) replaces the log sidecar's and the parameter file's. Every input
+    is read and checked before anything compiles or is written."""
     plant = machine.plant
     log = machine.read_log(log_path, required=required_signals(plant))
     check_reach(machine, log.stack(list(plant.coordinate_names)), source="log", t=log.t)
     if params is not None:  # identified hydraulics and payload
         doc = params_file.read_params(params, model_name=machine.name)
         plant = apply_hydraulics(plant, doc)
-    payload = log.meta.get("conditions", {}).get("payload_kg")
+    if payload is None:
+        payload = log.meta.get("conditions", {}).get("payload_kg")
     if payload is not None and machine.payload is not None:  # the experiment's own payload
         j = plant.model.body_names.index("payload")
         plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))

@@ -126,7 +126,7 @@ def test_command_tables_outside_the_run_or_the_valves_are_refused(tmp_path, tabl
     "extra, message",
     [
         (["--commands", "MISSING.csv"], "--commands: commands file"),
-        (["--t-final", "-1"], "--t-final and --dt-save must be positive"),
+        (["--t-final", "-1"], "--t-final: expected a duration > 0 s"),
         (["--payload", "-5"], "--payload: expected a mass >= 0 kg"),
     ],
 )

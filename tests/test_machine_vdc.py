@@ -78,11 +78,12 @@ def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):
     initial error, VDC tracks exactly up to the solver's error (a wrong required force would
     show as an error of order 1e-3)."""
     out = tmp_path / "vdc"
-    argv = ["simulate", "--machine", str(KNUCKLE), "--t-final", "0.5", "--out", str(out)]
+    argv = ["simulate", "--machine", str(KNUCKLE), "--t-final", "0.5", "--out", str(out),
+            "--payload", "120"]  # fmt: skip
     assert main([*argv, "--no-plots", "--quiet"]) == 0
-    assert "VDC closed loop" in capsys.readouterr().out
+    assert "VDC closed loop on the file's [task], 0.5 s, payload 120 kg" in capsys.readouterr().out
     s = json.loads((out / "summary.json").read_text())
-    assert s["success"] and s["machine"] == "knuckle_telescope"
+    assert s["success"] and s["machine"] == "knuckle_telescope" and s["payload_kg"] == 120
     assert max(s["max_joint_error_rad"].values()) < 1e-6
     assert s["max_tool_position_error_m"] < 1e-6
     cols = np.genfromtxt(out / "timeseries.csv", delimiter=",", names=True)
@@ -164,12 +165,15 @@ def _without_task(tmp_path) -> Path:
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--payload", "50"], "--payload: not for a machine file; only for --machine crane (a "
-         "machine file's payload is its [payload]"),
+        (["--payload", "-1"], "--payload: expected a mass >= 0 kg, got -1.0"),
         (["--gains", "g.json", "--commands", "x.parquet"], "the replay of --commands has no"),
         (["--t-final", "-1"], "--t-final: expected a duration > 0 s"),
         (["--gains", "MISSING.json"], "gains file 'MISSING.json': cannot read"),
-        (["--clip-commands"], "--clip-commands: not for a machine file; only for --machine crane"),
+        (["--clip-commands"], "--clip-commands: only for the replay of --commands"),
+        (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
+          "--clip-commands"], "--clip-commands: not for a log's replay"),
+        (["--commands", "MISSING.csv"], "--commands: commands file 'MISSING.csv' does not exist"),
+        (["--omega", "3"], "--omega: not for a machine file; only for --machine rpr3-flexible"),
         # issue 29: a replay longer than its log is refused, not held at the last commands
         (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
           "--t-final", "1000"],

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from jaxmb.cli import (
-    add_device_options,
-    check_device_options,
-    check_writable,
-    setup_devices,
-)
+from jaxmb.cli import add_device_options
+from jaxmb.commands.study_setup import open_study
 
 
 def montecarlo_cmd(args: argparse.Namespace) -> int:
@@ -19,17 +15,13 @@ def montecarlo_cmd(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise SystemExit(f"jaxmb montecarlo: --{name}: expected an integer >= 1, got {v}")
-    check_device_options(args, "montecarlo")
-    out = Path(args.out)
-    check_writable(out)  # made once the configuration is read: a refusal leaves nothing
-    setup_devices(args)
+    out, cfg = open_study(args, "montecarlo")
     import jax
 
     from jaxmb.control import montecarlo, study_config
     from jaxmb.control.mc_report import write_mc_report
 
     try:
-        cfg = study_config.load_config(args.config)
         if args.gains is not None:
             cfg.setdefault("controller", {})["gains"] = str(Path(args.gains).resolve())
         study, controller, n, chunk, lanes, desc = study_config.build_study(

@@ -1,6 +1,7 @@
-"""``jaxmb simulate``: the Section IV closed-loop scenario of the arm, the crane's VDC run, the
-flexible 3-RPR, or a machine file (a free-run replay of a log's commands, or VDC on its task),
-each with its report."""
+"""``jaxmb simulate``: the Section IV closed-loop scenario of the arm, the flexible 3-RPR, or a
+hydraulic machine file, the built-in crane's included (VDC on its task, a log's free-run replay
+or a command table's open-loop replay), each with its report; `MACHINES` is the table the
+command looks a machine up in."""
 
 from __future__ import annotations
 
@@ -26,118 +27,6 @@ def _gain(text: str, name: str) -> list[float]:
     if not np.all(vals > 0):
         raise SystemExit(f"jaxmb: --{name}: expected positive gains, got {text!r}")
     return np.broadcast_to(vals, (3,)).tolist()
-
-
-def crane_cmd(args: argparse.Namespace) -> int:
-    """``jaxmb simulate --machine crane``: the built-in crane's machine file under VDC on its
-    A-B-C-D task (`machine_run.run_machine`, as any machine file), or an open-loop replay of
-    a command table (``--commands``), with the payload ``--payload`` names."""
-    from pathlib import Path
-
-    out = Path(args.out)
-    check_writable(out)  # made by the report once every input has passed
-    t_final = 18.0 if args.t_final is None else args.t_final
-    if not t_final > 0 or not 0 < args.dt_save <= t_final:
-        raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
-    if not args.payload >= 0:
-        raise SystemExit(f"jaxmb: --payload: expected a mass >= 0 kg, got {args.payload}")
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    from jaxmb.io.machine import load_machine
-
-    machine = load_machine("crane")
-    gains = None
-    if args.gains is not None:
-        if args.commands is not None:
-            raise SystemExit("jaxmb: --gains: the replay of --commands has no controller")
-        from jaxmb.control.machine_run import machine_controller
-        from jaxmb.control.study_config import read_gains
-
-        try:
-            gains = read_gains(args.gains, "crane")
-        except ValueError as err:
-            raise SystemExit(f"jaxmb simulate: {err}") from None
-        try:
-            machine_controller(machine, gains=gains)  # shapes and signs, before any compile
-        except ValueError as err:
-            raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
-    notes: dict = {}
-    if args.commands is not None:
-        from jaxmb.control.crane_report import check_command_table, read_commands
-
-        try:
-            acts = machine.plant.actuators
-            table = read_commands(args.commands, tuple(f"u_{a.name}" for a in acts))
-            if args.t_final is None:  # the table's span
-                t_final = float(table.t[-1])
-            u_max = {f"u_{a.name}": float(a.valve.u_max) for a in acts}
-            table, clipped = check_command_table(
-                table, t_final, u_max, args.commands, clip=args.clip_commands
-            )
-        except ValueError as err:
-            raise SystemExit(f"jaxmb: --commands: {err}") from None
-        if args.clip_commands:
-            notes["commands_clipped"] = clipped
-            print("--clip-commands: " + ", ".join(f"{k} {v} clipped" for k, v in clipped.items()))
-        what = f"open-loop replay of {args.commands}"
-    else:
-        if args.clip_commands:
-            raise SystemExit("jaxmb: --clip-commands: only for the replay of --commands")
-        table = None
-        what = "VDC closed loop on the A-B-C-D task"
-    from jaxmb.io.params_file import apply_hydraulics, read_params
-
-    plant = machine.plant
-    try:
-        if args.params is not None:
-            doc = read_params(args.params, model_name="crane")
-            plant = apply_hydraulics(plant, doc)  # its payload, if identified
-        if args.params is None or args.payload != 0.0:  # the option names this run's payload
-            plant = apply_hydraulics(plant, {"payload": {"mass": args.payload, "com": [0.0] * 3}})
-    except ValueError as err:
-        raise SystemExit(f"jaxmb simulate: {err}") from None
-    # the run's: the option's, else the parameter file's
-    payload = float(plant.model.bodies[plant.model.body_names.index("payload")].mass)
-    print(
-        f"jaxmb simulate: lift/tilt crane, {what}, {t_final:g} s, payload {payload:g} kg -> {out}/"
-    )
-    if args.params is not None:
-        print(f"plant and controller model: hydraulic parameters from {args.params}")
-    if gains is not None:
-        print(f"VDC gains from {args.gains}: {gains}")
-    if table is None:
-        from jaxmb.control.machine_run import run_machine
-
-        summary = run_machine(machine, out, plant=plant, gains=gains, t_final=t_final,
-                              dt_save=args.dt_save, progress=not args.quiet,
-                              plots=not args.no_plots)  # fmt: skip
-    else:
-        from jaxmb.control.crane_run import run_crane
-
-        summary = run_crane(out, plant=plant, commands=table, notes=notes, t_final=t_final,
-                            dt_save=args.dt_save, payload=payload, progress=not args.quiet,
-                            plots=not args.no_plots)  # fmt: skip
-    if "max_tool_position_error_m" in summary:
-        print(
-            f"max tool position error {summary['max_tool_position_error_m']:.4g} m, "
-            f"rho {summary['rho_s']:.4g} s, max joint errors "
-            + ", ".join(f"{k} {v:.3g} rad" for k, v in summary["max_joint_error_rad"].items())
-        )
-    print(
-        "valve saturation time: "
-        + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
-    )
-    hit = {k: v for k, v in summary["events"].items() if v["count"]}
-    for k, v in hit.items():
-        print(
-            f"warning: {k}: {int(v['count'])} time(s), first at t = {v['first_time']:.4g} s, "
-            f"{v['duration']:.3g} s in all"
-        )
-    if not summary["success"]:
-        print("warning: the solver failed; the series stop where it did")
-    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
-    return 0
 
 
 def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
@@ -189,16 +78,22 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
 
 
 def machine_cmd(args: argparse.Namespace) -> int:
-    """``jaxmb simulate --machine FILE.toml``: a free-run replay of a log (``--commands LOG``),
-    or the VDC closed loop on the file's ``[task]``."""
+    """``jaxmb simulate --machine FILE.toml`` (or a built-in machine file's name, ``crane``):
+    the VDC closed loop on the file's ``[task]``; with ``--commands`` a log's free-run replay
+    from its measured initial state, or a command table's open-loop replay from the task's
+    first waypoint at rest. Every input is checked before anything compiles."""
     from pathlib import Path
 
     if args.commands is not None and args.gains is not None:
         raise SystemExit("jaxmb simulate: --gains: the replay of --commands has no controller")
+    if args.clip_commands and args.commands is None:
+        raise SystemExit("jaxmb simulate: --clip-commands: only for the replay of --commands")
     if args.t_final is not None and not args.t_final > 0:
         raise SystemExit(
             f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
         )
+    if args.payload is not None and not args.payload >= 0:
+        raise SystemExit(f"jaxmb simulate: --payload: expected a mass >= 0 kg, got {args.payload}")
     out = Path(args.out)
     check_writable(out)
     import jax
@@ -208,18 +103,70 @@ def machine_cmd(args: argparse.Namespace) -> int:
 
     try:
         machine = load_machine(args.machine)
+        if args.payload is not None and machine.payload is None:
+            raise ValueError(f"--payload: machine file {machine.path} has no [payload] table")
+        if args.commands is not None and _is_log(args.commands, machine):
+            if args.clip_commands:
+                raise ValueError(
+                    "--clip-commands: not for a log's replay (a validated log's commands are "
+                    "what the valves received)"
+                )
+            return _log_replay(args, machine, out)
+        plant = _plant(args, machine)
     except ValueError as err:
         raise SystemExit(f"jaxmb simulate: {err}") from None
-    if args.commands is None:
-        return _machine_vdc(args, machine, out)
+    if args.commands is not None:
+        return _table_replay(args, machine, plant, out)
+    return _machine_vdc(args, machine, plant, out)
+
+
+def _is_log(path, machine) -> bool:
+    """Whether ``path`` is a log of ``machine`` (a Parquet log, or a CSV whose header holds
+    every coordinate): replayed from its measured state. Anything else is a command table."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return False  # the table's reader names the missing file
+    if path.suffix.lower() == ".parquet":
+        return True
+    with open(path) as fh:
+        header = {h.strip() for h in fh.readline().split(",")}
+    return set(machine.plant.coordinate_names) <= header
+
+
+def _plant(args: argparse.Namespace, machine):
+    """The machine's plant with ``--params`` (identified parameters, refused if another
+    machine's) and ``--payload`` (this run's payload, over the parameter file's)."""
+    from jaxmb.io.params_file import apply_hydraulics, read_params
+
+    plant = machine.plant
+    if args.params is not None:
+        doc = read_params(args.params)
+        if doc["model"] not in machine.names:
+            raise ValueError(
+                f"--params: {args.params} holds parameters of model {doc['model']!r}, not "
+                f"{machine.name!r}"
+            )
+        plant = apply_hydraulics(plant, doc)
+    if args.payload is not None:
+        com = plant.model.body("payload").com
+        plant = apply_hydraulics(plant, {"payload": {"mass": args.payload, "com": list(com)}})
+    return plant
+
+
+def _payload_note(plant) -> str:
+    if "payload" not in plant.model.body_names:
+        return ""
+    return f", payload {float(plant.model.body('payload').mass):g} kg"
+
+
+def _log_replay(args: argparse.Namespace, machine, out) -> int:
     from jaxmb.identification.replay import replay
 
-    try:
-        print(f"jaxmb simulate: {machine.name}, free-run replay of {args.commands} -> {out}/")
-        summary = replay(machine, args.commands, out, params=args.params,
-                         t_final=args.t_final, plots=not args.no_plots)  # fmt: skip
-    except ValueError as err:
-        raise SystemExit(f"jaxmb simulate: {err}") from None
+    print(f"jaxmb simulate: {machine.name}, free-run replay of {args.commands} -> {out}/")
+    summary = replay(machine, args.commands, out, params=args.params, payload=args.payload,
+                     t_final=args.t_final, plots=not args.no_plots)  # fmt: skip
     units = summary["display_units"]
     print(
         "replay RMSE: "
@@ -230,34 +177,61 @@ def machine_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
+def _table_replay(args: argparse.Namespace, machine, plant, out) -> int:
+    """A command table replayed open loop from the task's first waypoint at rest."""
+    from jaxmb.control.crane_report import check_command_table, read_commands
+    from jaxmb.control.machine_run import run_table
+
+    acts = plant.actuators
+    try:
+        if machine.task is None:
+            raise ValueError(
+                f"machine file {machine.path} has no [task]: a command table replays from its "
+                "first waypoint at rest (a log replays from its measured state)"
+            )
+        table = read_commands(args.commands, tuple(f"u_{a.name}" for a in acts))
+        t_final = float(table.t[-1]) if args.t_final is None else args.t_final  # the table's
+        u_max = {f"u_{a.name}": float(a.valve.u_max) for a in acts}
+        table, clipped = check_command_table(
+            table, t_final, u_max, args.commands, clip=args.clip_commands
+        )
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: --commands: {err}") from None
+    if not 0 < args.dt_save <= t_final:
+        raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    notes = {}
+    if args.clip_commands:
+        notes["commands_clipped"] = clipped
+        print("--clip-commands: " + ", ".join(f"{k} {v} clipped" for k, v in clipped.items()))
+    print(
+        f"jaxmb simulate: {machine.name}, open-loop replay of {args.commands}, {t_final:g} s"
+        f"{_payload_note(plant)} -> {out}/"
+    )
+    summary = run_table(machine, table, out, plant=plant, t_final=t_final, dt_save=args.dt_save,
+                        notes=notes, progress=not args.quiet, plots=not args.no_plots)  # fmt: skip
+    return _print_run(summary, out)
+
+
+def _machine_vdc(args: argparse.Namespace, machine, plant, out) -> int:
     """The VDC closed loop of a machine file on its ``[task]`` (checked before any compile)."""
     from jaxmb.control.machine_run import machine_controller, run_machine
 
-    plant, gains = machine.plant, None
+    gains = None
     try:
-        if args.params is not None:
-            from jaxmb.io.params_file import apply_hydraulics, read_params
-
-            doc = read_params(args.params)
-            if doc["model"] not in machine.names:
-                raise ValueError(
-                    f"--params: {args.params} holds parameters of model {doc['model']!r}, not "
-                    f"{machine.name!r}"
-                )
-            plant = apply_hydraulics(plant, doc)
         if args.gains is not None:
             from jaxmb.control.study_config import read_gains
 
             gains = read_gains(args.gains, "machine")
         machine_controller(machine, plant, gains)  # the task, gains' shapes and signs
     except ValueError as err:
-        raise SystemExit(f"jaxmb simulate: {err}") from None
+        where = f"gains file {args.gains}: " if "gains file" not in str(err) and gains else ""
+        raise SystemExit(f"jaxmb simulate: {where}{err}") from None
     t_final = machine.task.t_final if args.t_final is None else args.t_final
     if not 0 < args.dt_save <= t_final:
         raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
     print(
-        f"jaxmb simulate: {machine.name}, VDC closed loop on the file's [task], {t_final:g} s -> {out}/"
+        f"jaxmb simulate: {machine.name}, VDC closed loop on the file's [task], {t_final:g} s"
+        f"{_payload_note(plant)} -> {out}/"
     )
     if args.params is not None:
         print(f"plant and controller model: identified parameters from {args.params}")
@@ -267,13 +241,23 @@ def _machine_vdc(args: argparse.Namespace, machine, out) -> int:
                           dt_save=args.dt_save, progress=not args.quiet,
                           plots=not args.no_plots)  # fmt: skip
     print(
-        f"max tool position error {summary['max_tool_position_error_m']:.4g} m, max joint "
-        "errors " + ", ".join(f"{k} {v:.3g}" for k, v in summary["max_joint_error_rad"].items())
+        f"max tool position error {summary['max_tool_position_error_m']:.4g} m, rho "
+        f"{summary['rho_s']:.4g} s, max joint errors "
+        + ", ".join(f"{k} {v:.3g}" for k, v in summary["max_joint_error_rad"].items())
     )
+    return _print_run(summary, out)
+
+
+def _print_run(summary: dict, out) -> int:
+    """What every machine run prints last: valve saturation, cylinder events, solver failure."""
     print(
         "valve saturation time: "
         + ", ".join(f"{k} {v:.3g} s" for k, v in summary["saturation_time_s"].items())
     )
+    for k, v in summary["events"].items():
+        if v["count"]:
+            print(f"warning: {k}: {int(v['count'])} time(s), first at t = "
+                  f"{v['first_time']:.4g} s, {v['duration']:.3g} s in all")  # fmt: skip
     if not summary["success"]:
         print("warning: the solver failed; the series stop where it did")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
@@ -377,24 +361,17 @@ class Machine:
 
 # the one table `jaxmb simulate` looks a machine up in; ".toml" is any machine file (the
 # built-in crane's included: `--machine jaxmb/models/machines/lift_tilt_crane.toml`)
+_FILE_OPTIONS = ("commands", "clip_commands", "payload", "params", "gains")
 MACHINES = {
     "arm": Machine(section_iv_cmd, ("Lambda", "K", "kappa", "eps", "form", "params", "gains"),
                    lambda a: "out/section_iv", 0.01, "arm"),
-    "crane": Machine(crane_cmd, ("commands", "clip_commands", "payload", "params", "gains"),
-                     lambda a: "out/crane", 1e-3, "crane"),
+    "crane": Machine(machine_cmd, _FILE_OPTIONS, lambda a: "out/crane", 1e-3, "crane"),
     "rpr3-flexible": Machine(rpr3_flexible_cmd, ("omega",), lambda a: "out/rpr3_flexible", 0.01,
                              "rpr3-flexible"),
-    ".toml": Machine(machine_cmd, ("commands", "params", "gains"),
+    ".toml": Machine(machine_cmd, _FILE_OPTIONS,
                      lambda a: "out/replay" if a.commands is not None else "out/machine", 1e-3,
                      "a machine file (.toml)"),
 }  # fmt: skip
-
-# why an option is not for a machine, where the machine has its own way
-_WHY = {
-    ("payload", ".toml"): " (a machine file's payload is its [payload], a log sidecar's "
-    "conditions.payload_kg, or an identified --params)",
-    ("clip_commands", ".toml"): " (a machine file's replay reads a validated log)",
-}
 
 
 def _key(machine: str) -> str:
@@ -421,8 +398,7 @@ def _check_simulate_options(args: argparse.Namespace, key: str) -> None:
         shown = [m.shown for m in MACHINES.values() if option in m.options]
         machine = args.machine if key != ".toml" else "a machine file"
         raise SystemExit(
-            f"jaxmb simulate: {flag}: not for {machine}; only for --machine "
-            f"{' or '.join(shown)}{_WHY.get((option, key), '')}"
+            f"jaxmb simulate: {flag}: not for {machine}; only for --machine {' or '.join(shown)}"
         )
 
 
@@ -440,17 +416,17 @@ def add_parser(sub) -> None:
     """The ``simulate`` command."""
     p = sub.add_parser(
         "simulate",
-        help="a closed-loop run with a report: the arm's Section IV scenario, or the crane",
+        help="a closed-loop run or a replay with a report: the arm's Section IV scenario, a "
+        "hydraulic machine file (the crane's built in), or the flexible 3-RPR",
     )
     p.add_argument(
         "--machine",
         type=_machine_choice,
         default="arm",
-        help="arm: Dastranj & Mattila Section IV (robust control); crane: the lift/tilt crane "
-        "(VDC on the A-B-C-D task, or --commands); rpr3-flexible: Ider et al. Section 6 (the "
-        "flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle impact); or a "
-        "hydraulic machine file (.toml): VDC on the file's [task] (--gains, --params apply), or "
-        "a free-run replay of --commands LOG from its measured initial state",
+        help="arm: Dastranj & Mattila Section IV (robust control); rpr3-flexible: Ider et al. "
+        "Section 6 (the flexible-joint 3-RPR, fourth-order inverse dynamics control, a particle "
+        "impact); a hydraulic machine file (.toml), or crane (the built-in lift/tilt crane's "
+        "file): VDC on the file's [task] (the crane's: A-B-C-D), or a replay of --commands",
     )
     p.add_argument(
         "--out",
@@ -465,15 +441,23 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--commands",
         default=None,
-        help="crane: CSV with t, u_lift, u_tilt (s, V) replayed open loop (a log works too)",
+        help="a machine file's replay: a log (Parquet, or a CSV with every coordinate) from its "
+        "measured initial state, or a command table (CSV with t and u_<valve>, s and V) open "
+        "loop from the task's first waypoint at rest",
     )
     p.add_argument(
         "--clip-commands",
         action="store_true",
-        help="crane: replay --commands outside a valve's range clipped to it (counted in the "
-        "report) instead of refusing them",
+        help="a command table's replay: commands outside a valve's range clipped to it "
+        "(counted in the report) instead of refused",
     )
-    p.add_argument("--payload", type=float, default=0.0, help="crane: payload at the tool, kg")
+    p.add_argument(
+        "--payload",
+        type=float,
+        default=None,
+        help="a machine file's payload mass for this run, kg (default: the file's [payload], an "
+        "identified --params' or a log sidecar's conditions.payload_kg)",
+    )
     p.add_argument("--Lambda", default="1", help="Lambda (one value or phi,theta,delta)")
     p.add_argument("--K", default="30", help="K gains")
     p.add_argument("--kappa", default="50", help="kappa gains")
@@ -488,12 +472,13 @@ def add_parser(sub) -> None:
         "--params",
         default=None,
         help="identified parameters (params.json of `jaxmb identify`): the arm's controller "
-        "model takes its bodies; the crane's plant and VDC model take its hydraulic parameters",
+        "model takes its bodies; a machine file's plant and VDC model take its hydraulic "
+        "parameters and payload",
     )
     p.add_argument(
         "--gains",
         default=None,
-        help="gains.json of `jaxmb tune` (arm: overrides --K etc.; crane: the VDC gains)",
+        help="gains.json of `jaxmb tune` (arm: overrides --K etc.; a machine file: the VDC gains)",
     )
     p.add_argument(
         "--omega", type=float, default=None, help="rpr3-flexible: ITAE bandwidth, rad/s (50)"

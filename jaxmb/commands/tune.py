@@ -7,27 +7,16 @@ import argparse
 
 import numpy as np
 
-from jaxmb.cli import (
-    add_device_options,
-    check_device_options,
-    check_writable,
-    setup_devices,
-)
+from jaxmb.cli import add_device_options
+from jaxmb.commands.study_setup import open_study
 
 
 def tune_cmd(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    check_device_options(args, "tune")
-
-    out = Path(args.out)
-    check_writable(out)  # made once the configuration is read: a refusal leaves nothing
-    setup_devices(args)
-    from jaxmb.control import study_config
+    out, cfg = open_study(args, "tune")
+    from jaxmb.control.kinds import kind_of
     from jaxmb.control.tune_run import check_tune_section, run_tune
 
     try:
-        cfg = study_config.load_config(args.config)
         check_tune_section(cfg, cfg["study"]["scenario"])  # before the options below add to it
         if args.steps is not None:
             cfg.setdefault("tune", {})["steps"] = args.steps
@@ -44,25 +33,8 @@ def tune_cmd(args: argparse.Namespace) -> int:
     for name in ("given", "tuned"):
         v = summary[f"validation_{name}"]
         print(f"validation ({name} gains, {v['samples']} fresh samples, {v['failed']} failed):")
-        for c, r in v.items():
-            if not isinstance(r, dict) or not all(r.values()):
-                continue  # a count, or figures of a sample set that all failed
-            if "kappa" in r:
-                print(
-                    f"  {c:>6}: kappa {r['kappa']:.4g} vs dbar {r['dbar_max']:.4g} "
-                    f"({'holds' if r['kappa_exceeds_dbar'] else 'fails'}), bound "
-                    f"{r['ultimate_bound_e']:.4g}, measured max error {r['max_error_max']}"
-                )
-            elif "rmse" in r:
-                print(
-                    f"  {c:>6}: rmse p95 {r['rmse']['p95']:.3g} {r['unit']}, max error after "
-                    f"the transient p95 {r['max_error']['p95']:.3g} {r['unit']}"
-                )
-            else:
-                print(
-                    f"  {c:>6}: peak command p95 {r['peak_command']['p95']:.3g} V "
-                    f"(limit {r['u_max']:g}), saturated p95 {r['saturation_time_s']['p95']:.3g} s"
-                )
+        for line in kind_of(cfg["study"]["scenario"]).lines(v):
+            print(f"  {line}")
     for line in summary["tuning"]["conflicts"]:
         print(f"conflict: {line}")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
