@@ -149,9 +149,12 @@ def _plant(args: argparse.Namespace, machine):
                 f"{machine.name!r}"
             )
         plant = apply_hydraulics(plant, doc)
-    if args.payload is not None:
-        com = plant.model.body("payload").com
-        plant = apply_hydraulics(plant, {"payload": {"mass": args.payload, "com": list(com)}})
+    if args.payload is not None:  # the mass only: the centre stays the file's or identified
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(args.payload))
     return plant
 
 
