@@ -154,7 +154,9 @@ def _plant(args: argparse.Namespace, machine):
         import jax.numpy as jnp
 
         j = plant.model.body_names.index("payload")
-        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(args.payload, float))
+        plant = eqx.tree_at(
+            lambda p: p.model.bodies[j].mass, plant, jnp.asarray(args.payload, float)
+        )
     return plant
 
 
