@@ -36,7 +36,16 @@ from jaxmb.io.machine import BUILTIN, load_machine
 from jaxmb.io.params_file import apply_hydraulics, read_params
 from jaxmb.multibody.model import coordinate_joint_types
 
-__all__ = ["ControlKind", "ROBUST", "VDC", "SCENARIOS", "kind_of", "relative_path"]
+__all__ = [
+    "ControlKind",
+    "ROBUST",
+    "VDC",
+    "SCENARIOS",
+    "kind_of",
+    "relative_path",
+    "bound_analysis",
+    "limits_analysis",
+]
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class ControlKind:
         panels: ``study -> [(column, label, limit)]``: the comparison plot's panels, ``limit``
             a function of the table (the red bar) or None.
         lines: ``validation -> [str]``: that summary as the lines ``jaxmb tune`` prints.
+        machine_file: whether its scenarios run a machine file (``[study] machine``, or the
+            built-in one a scenario names; ``[study] params`` applies).
     """
 
     name: str
@@ -70,6 +81,7 @@ class ControlKind:
     validation: Callable
     panels: Callable
     lines: Callable
+    machine_file: bool
 
     @property
     def gain_names(self) -> tuple[str, ...]:
@@ -109,13 +121,7 @@ def _build_machine(cfg, machine, distribution, options, common, gains):
     if "params" in st:
         p = relative_path(cfg, "params")
         try:
-            doc = read_params(p)
-            if doc["model"] not in machine.names:
-                raise ValueError(
-                    f"--params: {p} holds parameters of model {doc['model']!r}, not "
-                    f"{machine.name!r}"
-                )
-            plant = apply_hydraulics(plant, doc)
+            plant = apply_hydraulics(plant, read_params(p, model_name=machine.names))
         except ValueError as err:
             raise ValueError(f"[study] params: {err}") from None
         identity["params_sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()
@@ -236,6 +242,7 @@ ROBUST = ControlKind(
     validation=bound_analysis,
     panels=_bound_panels,
     lines=_bound_lines,
+    machine_file=False,
 )
 
 VDC = ControlKind(
@@ -248,6 +255,7 @@ VDC = ControlKind(
     validation=limits_analysis,
     panels=_limit_panels,
     lines=_limits_lines,
+    machine_file=True,
 )
 
 # scenario -> (kind, the built-in machine file it names, or None: the arm, or [study] machine)

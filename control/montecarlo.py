@@ -281,7 +281,7 @@ def run_study(
     done (on process 0; None on the others or when ``stop_after`` chunks ran first).
 
     Args:
-        study, controller: an `ArmStudy` or `CraneStudy` and the controller it evaluates.
+        study, controller: an `ArmStudy` or `MachineStudy` and the controller it evaluates.
         out: the study folder (see the module docstring).
         samples, chunk: N and the samples per jitted call (rounded up to a multiple of
             ``lanes`` times the device count).

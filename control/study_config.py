@@ -108,20 +108,27 @@ def load_config(path) -> dict:
             raise ValueError(f"config {path}: [[{sec}]] must be an array of tables")
         for k, b in enumerate(blocks):
             _unknown(f"config {path} [[{sec}]] #{k + 1}", b, _SECTIONS[sec])
-    if cfg.get("study", {}).get("scenario") not in SCENARIOS:
+    scenario = cfg.get("study", {}).get("scenario")
+    if not (isinstance(scenario, str) and scenario in SCENARIOS):
         raise ValueError(
             f"config {path} [study] scenario: expected one of {tuple(SCENARIOS)}, got "
             f"{cfg.get('study', {}).get('scenario')!r}"
         )
     st = cfg["study"]
-    if "params" in st and st["scenario"] != "machine":
-        raise ValueError(f'config {path} [study] params: only for scenario = "machine"')
-    if (st["scenario"] == "machine") != ("machine" in st):
+    kind, builtin = SCENARIOS[scenario]
+    files = [s for s, (k, b) in SCENARIOS.items() if k.machine_file and b is None]
+    if "params" in st and not kind.machine_file:
+        raise ValueError(
+            f"config {path} [study] params: only for a machine file's scenario "
+            f"({', '.join(s for s, (k, _) in SCENARIOS.items() if k.machine_file)})"
+        )
+    if (kind.machine_file and builtin is None) != ("machine" in st):
         raise ValueError(
             f"config {path} [study] machine: "
-            + ("the machine scenario needs machine = \"FILE.toml\" (a machine file)"
-               if st["scenario"] == "machine" else
-               f"only for scenario = \"machine\", not {st['scenario']!r}")
+            + (f"the {scenario} scenario needs machine = \"FILE.toml\" (a machine file)"
+               if "machine" not in st else
+               f"only for scenario = {' or '.join(map(repr, files))}, not {scenario!r} (which "
+               f"names its machine)")
         )  # fmt: skip
     cfg["_dir"] = str(path.resolve().parent)
     return cfg
@@ -135,11 +142,15 @@ def read_gains(path, scenario: str) -> dict:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"gains file {str(path)!r}: cannot read JSON: {err}") from None
-    same_kind = data.get("scenario") in SCENARIOS and kind_of(data["scenario"]) is kind_of(scenario)
-    if not same_kind or not isinstance(data.get("gains"), dict):
+    given = data.get("scenario") if isinstance(data, dict) else None
+    same_kind = isinstance(given, str) and given in SCENARIOS
+    if not (same_kind and kind_of(given) is kind_of(scenario)) or not isinstance(
+        data.get("gains"), dict
+    ):
+        accepted = " or ".join(repr(s) for s in SCENARIOS if kind_of(s) is kind_of(scenario))
         raise ValueError(
-            f"gains file {path}: expected {{'scenario': {scenario!r}, 'gains': {{...}}}}, got "
-            f"scenario {data.get('scenario')!r}"
+            f"gains file {path}: expected {{'scenario': {accepted}, 'gains': {{...}}}}, got "
+            f"scenario {given!r}"
         )
     _unknown(f"gains file {path}", data["gains"], kind_of(scenario).gain_names)
     return data["gains"]

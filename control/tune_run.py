@@ -35,15 +35,6 @@ _COMMON = {"samples", "steps", "learning_rate", "validation_samples", "initial",
 TUNE_KEYS = {s: _COMMON | {f.name for f in fields(k.weights)} for s, (k, _) in SCENARIOS.items()}
 
 
-def _weights(section: dict, cls):
-    kw = {}
-    for f in fields(cls):
-        if f.name in section:
-            v = section[f.name]
-            kw[f.name] = tuple(map(float, v)) if isinstance(v, list) else v
-    return cls(**kw)
-
-
 def _tune(kind: ControlKind, study, given, section, m, out, progress, description) -> dict:
     """`tuning.tune` from ``[tune]``: its start gains (``initial``, over the ``given``
     controller's), steps, learning rate and weights."""

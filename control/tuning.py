@@ -202,6 +202,9 @@ class Tuner:
         result: ``(best, g0, study) -> (figures, conflicts)``: the chosen step's figures for the
             summary, and the constraints it still meets (`diagnose`, `crane_conflicts`).
         steps: Adam steps by default.
+        last_if_infeasible: where no step met the limits, the result is the last step (the
+            arm: its penalties have pushed the gains furthest toward eq. (25)) rather than
+            the step of least loss (VDC).
     """
 
     gain_names: tuple[str, ...]
@@ -210,6 +213,7 @@ class Tuner:
     row: Callable
     result: Callable
     steps: int
+    last_if_infeasible: bool = False
 
 
 def gain_columns(gains: dict, names) -> dict[str, float]:
@@ -255,8 +259,9 @@ def tune(
     study's description, where the caller has one). ``steps`` defaults to the tuner's; runs
     solve at ``rtol``/``atol`` (gradients through the loops are wrong at loose tolerances).
 
-    The result is the step of least loss among those that met the kind's limits (of all steps
-    if none did), with the figures its own runs gave (no second compile). Returns ``{"gains",
+    The result is the step of least loss among those that met the kind's limits (if none did:
+    the last step or the least-loss one, as the tuner says), with the figures its own runs gave
+    (no second compile). Returns ``{"gains",
     "history", "figures", "conflicts", "step"}``."""
     steps = tuner.steps if steps is None else steps
     values = jnp.asarray(study.values(indices))
@@ -281,7 +286,9 @@ def tune(
 
         history = adam_search(fn, g0, Path(out), steps=steps, learning_rate=learning_rate,
                               record=record, progress=progress, provenance=provenance)  # fmt: skip
-    best = min([h for h in history if h["feasible"]] or history, key=lambda h: h["loss"])
+    feasible = [h for h in history if h["feasible"]]
+    fallback = history[-1:] if tuner.last_if_infeasible else history
+    best = min(feasible or fallback, key=lambda h: h["loss"])
     figures, conflicts = tuner.result(best, g0, study)
     return {
         "gains": gains_from_columns(best, g0),
@@ -482,4 +489,5 @@ ROBUST = Tuner(
     row=_row,
     result=_result,
     steps=30,
+    last_if_infeasible=True,
 )

@@ -50,7 +50,7 @@ def replay(
     log = machine.read_log(log_path, required=required_signals(plant))
     check_reach(machine, log.stack(list(plant.coordinate_names)), source="log", t=log.t)
     if params is not None:  # identified hydraulics and payload
-        doc = params_file.read_params(params, model_name=machine.name)
+        doc = params_file.read_params(params, model_name=machine.names)
         plant = apply_hydraulics(plant, doc)
     if payload is None:
         payload = log.meta.get("conditions", {}).get("payload_kg")

@@ -199,9 +199,13 @@ def test_a_machine_without_a_task_is_refused_by_name(tmp_path):
     "study_lines, message",
     [
         ('scenario = "machine"', "the machine scenario needs machine ="),
-        (f'scenario = "crane"\nmachine = "{KNUCKLE}"', 'only for scenario = "machine"'),
+        (
+            f'scenario = "crane"\nmachine = "{KNUCKLE}"',
+            "only for scenario = 'machine', not 'crane'",
+        ),
         ('scenario = "machine"\nmachine = "nope.toml"', "nope.toml: no such file"),
-        ('scenario = "crane"\nparams = "p.json"', "[study] params: only for scenario"),
+        ('scenario = "section_iv"\nparams = "p.json"', "[study] params: only for a machine file's"),
+        ('scenario = "crane"\nparams = "p.json"', "[study] params: --params: no such file"),
         (
             f'scenario = "machine"\nmachine = "{KNUCKLE}"\nparams = "p.json"',
             "[study] params: --params: no such file",

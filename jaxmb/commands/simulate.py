@@ -121,18 +121,23 @@ def machine_cmd(args: argparse.Namespace) -> int:
 
 
 def _is_log(path, machine) -> bool:
-    """Whether ``path`` is a log of ``machine`` (a Parquet log, or a CSV whose header holds
-    every coordinate): replayed from its measured state. Anything else is a command table."""
+    """Whether ``path`` is a log of ``machine``, replayed from its measured state: Parquet (by
+    name or content), or a CSV whose header holds every coordinate under the file's ``[log]
+    columns`` names. Anything else is a command table (whose reader names what is wrong)."""
+    import csv
+    import io
     from pathlib import Path
 
     path = Path(path)
     if not path.is_file():
-        return False  # the table's reader names the missing file
-    if path.suffix.lower() == ".parquet":
-        return True
-    with open(path) as fh:
-        header = {h.strip() for h in fh.readline().split(",")}
-    return set(machine.plant.coordinate_names) <= header
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(65536)
+    if path.suffix.lower() == ".parquet" or head.startswith(b"PAR1") or b"\0" in head:
+        return True  # the log reader names a file that is not what its name says
+    first = head.decode("utf-8", errors="replace").splitlines()[:1]
+    header = {h.strip() for h in next(csv.reader(io.StringIO(first[0])), [])} if first else set()
+    return {machine.columns.get(c, c) for c in machine.plant.coordinate_names} <= header
 
 
 def _plant(args: argparse.Namespace, machine):
@@ -142,13 +147,7 @@ def _plant(args: argparse.Namespace, machine):
 
     plant = machine.plant
     if args.params is not None:
-        doc = read_params(args.params)
-        if doc["model"] not in machine.names:
-            raise ValueError(
-                f"--params: {args.params} holds parameters of model {doc['model']!r}, not "
-                f"{machine.name!r}"
-            )
-        plant = apply_hydraulics(plant, doc)
+        plant = apply_hydraulics(plant, read_params(args.params, model_name=machine.names))
     if args.payload is not None:  # the mass only: the centre stays the file's or identified
         import equinox as eqx
         import jax.numpy as jnp
@@ -227,10 +226,13 @@ def _machine_vdc(args: argparse.Namespace, machine, plant, out) -> int:
             from jaxmb.control.study_config import read_gains
 
             gains = read_gains(args.gains, "machine")
-        machine_controller(machine, plant, gains)  # the task, gains' shapes and signs
+        machine_controller(machine, plant)  # the task
     except ValueError as err:
-        where = f"gains file {args.gains}: " if "gains file" not in str(err) and gains else ""
-        raise SystemExit(f"jaxmb simulate: {where}{err}") from None
+        raise SystemExit(f"jaxmb simulate: {err}") from None
+    try:
+        machine_controller(machine, plant, gains)  # the gains' shapes and signs
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
     t_final = machine.task.t_final if args.t_final is None else args.t_final
     if not 0 < args.dt_save <= t_final:
         raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")

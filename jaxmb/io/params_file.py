@@ -99,8 +99,10 @@ def write_params(
     return path
 
 
-def read_params(path, *, model_name: str | None = None) -> dict:
-    """Read and check a parameter file. With ``model_name``, refuse a file for another model."""
+def read_params(path, *, model_name: str | tuple[str, ...] | None = None) -> dict:
+    """Read and check a parameter file. With ``model_name`` (a name, or the names one model
+    goes by, as `jaxmb.io.machine.Machine.names`: the first is shown), refuse a file for
+    another model."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -112,9 +114,10 @@ def read_params(path, *, model_name: str | None = None) -> dict:
         raise ValueError(f"--params: {path} is not a jaxmb parameter file (format != {FORMAT!r})")
     if doc.get("version") != 1:
         raise ValueError(f"--params: {path}: unsupported version {doc.get('version')!r}")
-    if model_name is not None and doc.get("model") != model_name:
+    names = (model_name,) if isinstance(model_name, str) else model_name
+    if names is not None and doc.get("model") not in names:
         raise ValueError(
-            f"--params: {path} holds parameters of model {doc.get('model')!r}, not {model_name!r}"
+            f"--params: {path} holds parameters of model {doc.get('model')!r}, not {names[0]!r}"
         )
     unknown = sorted(set(doc) - set(KEYS))
     if unknown:
