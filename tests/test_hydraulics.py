@@ -184,6 +184,18 @@ def test_the_arms_elbow_cylinder_is_the_same_mount():
         np.testing.assert_allclose(J, [0, 0, 1], atol=1e-12)
 
 
+def test_a_pin_on_a_com_frame_is_placed_as_frame_pose_places_it():
+    """Mounts read pins from one pass of frame transforms; a COM frame (parallel to its body's
+    frame, offset by the COM) is placed there as the public `frame_pose` places it."""
+    arm = jaxmb.models.series_parallel_3dof(full=True)
+    mount = CylinderMount("C2", [0.1, 0.2, 0.0], "C3", [-0.3, 0.05, 0.1], 0.2)
+    q = jnp.array([0.3, 0.4, 0.1])
+    T_a, T_b = jaxmb.frame_pose(arm, q, "C2"), jaxmb.frame_pose(arm, q, "C3")
+    A = T_a[:3, :3] @ mount.base_point + T_a[:3, 3]
+    B = T_b[:3, :3] @ mount.rod_point + T_b[:3, 3]
+    np.testing.assert_allclose(mount.length(arm, q), jnp.linalg.norm(B - A), rtol=0, atol=1e-13)
+
+
 @pytest.fixture(scope="module")
 def crane_plant():
     return jaxmb.models.lift_tilt_crane_plant()

@@ -79,6 +79,43 @@ def knuckle():
     return load_machine(KNUCKLE)
 
 
+def _piston_by_frame_pose(model, mount, q):
+    """x = |AB| - l_min from the public `frame_pose` of the mount's two frames, one at a time:
+    the reference for the plant's shared kinematic pass."""
+    T_a = jaxmb.frame_pose(model, q, mount.base_frame)
+    T_b = jaxmb.frame_pose(model, q, mount.rod_frame)
+    A = T_a[:3, :3] @ mount.base_point + T_a[:3, 3]
+    B = T_b[:3, :3] @ mount.rod_point + T_b[:3, 3]
+    return jnp.linalg.norm(B - A) - mount.l_min
+
+
+def test_one_kinematic_pass_gives_every_mounts_piston(knuckle):
+    """The plant reads all its mounts' pins from one kinematic pass, with ``J_x`` by forward
+    mode (`HydraulicPlant.piston_kinematics`). Each mount alone, from `frame_pose` per frame
+    and central differences of it, gives the same x, J_x and xdot = J_x qd; so does each
+    mount's own reverse-mode `position_and_jacobian`."""
+    model, plant = knuckle.model, knuckle.plant
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        q = jnp.asarray(rng.uniform([-0.3, -1.2, 0.0], [0.8, 0.3, 1.2]))
+        qd = jnp.asarray(rng.normal(size=3))
+        x, xd, J = plant.piston_kinematics(q, qd)
+        for i, a in enumerate(plant.actuators):
+            np.testing.assert_allclose(x[i], _piston_by_frame_pose(model, a.mount, q), atol=1e-13)
+            fd = [
+                (
+                    _piston_by_frame_pose(model, a.mount, q + 1e-6 * e)
+                    - _piston_by_frame_pose(model, a.mount, q - 1e-6 * e)
+                )
+                / 2e-6
+                for e in jnp.eye(3)
+            ]
+            np.testing.assert_allclose(J[i], fd, rtol=1e-7, atol=1e-9)  # central, h = 1e-6
+            np.testing.assert_allclose(xd[i], J[i] @ qd, rtol=1e-13, atol=1e-15)
+            _, J_alone = a.mount.position_and_jacobian(model, q)
+            np.testing.assert_allclose(J[i], J_alone, rtol=1e-12, atol=1e-14)
+
+
 def test_knuckle_loops_close_through_the_tree(knuckle):
     """On the 3-D machine (base yawed and rolled, a prismatic joint), the coordinate map puts
     every cylinder's rod frame on its rod pin and its tube's x axis along AB, at random

@@ -97,3 +97,23 @@ def test_twist_from_transform_matches_frame_jacobian(arm):
         T, T_dot = jax.jvp(lambda q_: jaxmb.frame_pose(arm, q_, frame), (q,), (qd,))  # noqa: B023
         V = spatial.twist_from_transform(T, T_dot)
         np.testing.assert_allclose(V, jaxmb.frame_jacobian(arm, q, frame) @ qd, atol=1e-12)
+
+
+def test_small_matmul_is_the_matrix_product():
+    """`small_matmul` (the fused form of the plant's small products) is numpy's matrix
+    product for matrix.vector and matrix.matrix, and so is its forward-mode derivative."""
+    rng = np.random.default_rng(3)
+    for a, b in [((3, 3), (3,)), ((6, 6), (6,)), ((3, 3), (3, 3)), ((6, 3), (3, 4))]:
+        A, B = rng.normal(size=a), rng.normal(size=b)
+        got = spatial.small_matmul(jnp.asarray(A), jnp.asarray(B))
+        np.testing.assert_allclose(got, A @ B, rtol=1e-13, atol=1e-14, err_msg=f"{a} @ {b}")
+    A, B = rng.normal(size=(3, 3)), rng.normal(size=(3, 2))
+    dA, dB = rng.normal(size=(3, 3)), rng.normal(size=(3, 2))
+    _, t = jax.jvp(spatial.small_matmul, (jnp.asarray(A), jnp.asarray(B)),
+                   (jnp.asarray(dA), jnp.asarray(dB)))  # fmt: skip
+    np.testing.assert_allclose(t, dA @ B + A @ dB, rtol=1e-13, atol=1e-14)
+    # the composed transforms agree either way
+    T1 = (jnp.asarray(spatial.rot_axis_angle(jnp.array([0.0, 0.6, 0.8]), 0.7)), jnp.ones(3))
+    T2 = (jnp.asarray(spatial.rot_z(0.3)), jnp.array([0.1, -0.2, 0.3]))
+    for x, y in zip(spatial.compose(T1, T2, fused=True), spatial.compose(T1, T2), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15)

@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 
 from jaxmb.multibody.kinematics import frame_transforms, xi
 from jaxmb.multibody.model import WORLD, CoordinateMap, Frame, Model
+from jaxmb.multibody.spatial import small_matmul
 
 __all__ = ["CylinderLoops", "cylinder_frames", "pin_in_world", "tube_rotation"]
 
@@ -35,7 +36,7 @@ def pin_in_world(transforms, names: tuple[str, ...], frame: str, point) -> Array
     if frame == WORLD:
         return point
     R, p = transforms[names.index(frame)]
-    return R @ point + p
+    return small_matmul(R, point) + p
 
 
 class CylinderLoops(CoordinateMap):
@@ -67,14 +68,14 @@ class CylinderLoops(CoordinateMap):
     def pin_vectors(self, qhat: Float[Array, " nt"]) -> Float[Array, "m 3"]:
         """``e_c``, the vector from base pin to rod pin in each tube's joint frame (m), at the
         tree's augmented coordinates ``qhat``."""
-        T = frame_transforms(self.tree, qhat)
+        T = frame_transforms(self.tree, qhat, fused=True)
         names = tuple(f.name for f in self.tree.frames)
         out = []
         for k, (fa, fb) in enumerate(zip(self.base_frames, self.rod_frames, strict=True)):
             A = pin_in_world(T, names, fa, self.base_points[k])
             B = pin_in_world(T, names, fb, self.rod_points[k])
             R_base = jnp.eye(3) if fa == WORLD else T[names.index(fa)][0]
-            out.append(self.R0[k].T @ (R_base.T @ (B - A)))
+            out.append(small_matmul(self.R0[k].T, small_matmul(R_base.T, B - A)))
         return jnp.stack(out)
 
     def __call__(self, q: Float[Array, " n"]) -> Float[Array, " nhat"]:

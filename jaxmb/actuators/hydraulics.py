@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb.multibody.checks import checked
-from jaxmb.multibody.kinematics import frame_pose
+from jaxmb.multibody.checks import check_coordinates, checked
+from jaxmb.multibody.kinematics import resolve_frame, world_transforms
 from jaxmb.multibody.model import WORLD, Model
+from jaxmb.multibody.spatial import small_matmul
 
 __all__ = [
     "BAR",
@@ -88,8 +89,13 @@ class CylinderMount(eqx.Module):
 
     def length(self, model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
         """Pin distance ``|AB|``, m."""
-        a = _point_in_world(model, q, self.base_frame, self.base_point)
-        b = _point_in_world(model, q, self.rod_frame, self.rod_point)
+        return self.length_at(model, world_transforms(model, check_coordinates(model, q)))
+
+    def length_at(self, model: Model, transforms) -> Float[Array, ""]:
+        """Pin distance ``|AB|`` from the model's frame transforms (`world_transforms`), so that
+        several mounts share one kinematic pass."""
+        a = _point_in_world(model, transforms, self.base_frame, self.base_point)
+        b = _point_in_world(model, transforms, self.rod_frame, self.rod_point)
         return jnp.linalg.norm(b - a)
 
     def position(self, model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
@@ -104,11 +110,14 @@ class CylinderMount(eqx.Module):
         return jax.value_and_grad(lambda q_: self.position(model, q_))(q)
 
 
-def _point_in_world(model: Model, q, frame: str, point) -> Array:
+def _point_in_world(model: Model, transforms, frame: str, point) -> Array:
     if frame == WORLD:
         return point
-    T = frame_pose(model, q, frame)
-    return T[:3, :3] @ point + T[:3, 3]
+    k, com = resolve_frame(model, frame)
+    R, p = transforms[k]
+    if com is not None:  # COM frames are parallel to their body frame
+        point = point + com
+    return small_matmul(R, point) + p
 
 
 class Cylinder(eqx.Module):

@@ -31,6 +31,7 @@ from jaxmb.algorithms.dynamics import external_forces, forward_dynamics, gravity
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
 from jaxmb.multibody.checks import check_all_finite, checked
+from jaxmb.multibody.kinematics import world_transforms
 from jaxmb.multibody.model import Model
 
 __all__ = [
@@ -171,17 +172,23 @@ class HydraulicPlant(AbstractPlant):
         return tau
 
     def piston_kinematics(self, q, qd) -> tuple[Array, Array, Array]:
-        """``(x, xdot, J_x)``: piston positions (m,), velocities (m,) and ``J_x`` (m, n)."""
-        xs, Js = [], []
-        for a in self.actuators:
-            x, J = a.mount.position_and_jacobian(self.model, q)
-            xs.append(x)
-            Js.append(J)
-        if not xs:
+        """``(x, xdot, J_x)``: piston positions (m,), velocities (m,) and ``J_x`` (m, n).
+
+        One kinematic pass for all mounts, and ``J_x`` by forward mode over the n coordinates
+        (one linearized pass carrying n tangents; the primal is not repeated per tangent)."""
+        if not self.actuators:
             z = jnp.zeros((0,), dtype=q.dtype)
             return z, z, jnp.zeros((0, self.n), dtype=q.dtype)
-        J = jnp.stack(Js)
-        return jnp.stack(xs), J @ qd, J
+
+        def positions(q_):
+            T = world_transforms(self.model, q_)
+            x = jnp.stack(
+                [a.mount.length_at(self.model, T) - a.mount.l_min for a in self.actuators]
+            )
+            return x, x
+
+        J, x = jax.jacfwd(positions, has_aux=True)(q)
+        return x, J @ qd, J
 
     def initial_state(self, q0, qd0, actuators: Mapping | None = None, *, p_b=40 * BAR) -> dict:
         """State at ``(q0, qd0)``. Without ``actuators``: the pressures that hold the model

@@ -25,6 +25,7 @@ __all__ = [
     "local_transforms",
     "motion_subspace",
     "frame_transforms",
+    "world_transforms",
     "augmented_jacobians",
     "frame_pose",
     "frame_jacobian",
@@ -92,12 +93,20 @@ def local_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
     return out
 
 
-def frame_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
-    """``T_S,k`` for every kinematic frame k, as a list of ``(R, p)`` (chain rule of transforms)."""
+def frame_transforms(model: Model, qhat: Float[ArrayLike, " nhat"], fused: bool = False):
+    """``T_S,k`` for every kinematic frame k, as a list of ``(R, p)`` (chain rule of transforms);
+    ``fused`` composes by `jaxmb.multibody.spatial.small_matmul`."""
     world = []
     for T, parent in zip(local_transforms(model, qhat), model.parent_index, strict=True):
-        world.append(T if parent < 0 else compose(world[parent], T))
+        world.append(T if parent < 0 else compose(world[parent], T, fused))
     return world
+
+
+def world_transforms(model: Model, q: Float[Array, " n"]):
+    """`frame_transforms` at minimal coordinates ``q`` (unchecked, see `xi`), composed by fused
+    small products: one kinematic pass that several readers share, e.g. every cylinder mount
+    of a hydraulic plant."""
+    return frame_transforms(model, xi(model, q), fused=True)
 
 
 def augmented_jacobians(model: Model, qhat: Float[ArrayLike, " nhat"]) -> Float[Array, "nf 6 nhat"]:

@@ -25,6 +25,7 @@ __all__ = [
     "rot_z",
     "rot_axis_angle",
     "homogeneous",
+    "small_matmul",
     "compose",
     "inverse",
     "adjoint",
@@ -106,10 +107,26 @@ def homogeneous(R: Float[ArrayLike, "3 3"], p: Float[ArrayLike, "3"]) -> Float[A
     return jnp.concatenate([top, bottom], axis=0)
 
 
-def compose(T_AB, T_BC):
-    """``T_AC = T_AB T_BC`` on ``(R, p)`` pairs (the chain rule of transforms, eq. before (1))."""
+def small_matmul(A: Float[Array, "r k"], B: Float[Array, " k *c"]) -> Float[Array, " r *c"]:
+    """``A @ B`` (matrix times matrix or vector) as a broadcast product and a sum.
+
+    XLA on CPU emits each ``dot`` as its own kernel call; this form is elementwise work that
+    fuses with its neighbours, which halves the hydraulic plant's kinematic pass (3 x 3
+    products by the dozen, see docs/performance.md). It is used only there: in the rigid
+    recursions the same swap made XLA's fusions worse (2-4x slower against Pinocchio in
+    ``scripts/bench_scaling.py``), so they keep ``@``."""
+    if B.ndim == 1:
+        return jnp.sum(A * B[None, :], axis=1)
+    return jnp.sum(A[:, :, None] * B[None, :, :], axis=1)
+
+
+def compose(T_AB, T_BC, fused: bool = False):
+    """``T_AC = T_AB T_BC`` on ``(R, p)`` pairs (the chain rule of transforms, eq. before (1));
+    ``fused`` forms the products by `small_matmul`."""
     R_AB, p_AB = T_AB
     R_BC, p_BC = T_BC
+    if fused:
+        return small_matmul(R_AB, R_BC), p_AB + small_matmul(R_AB, p_BC)
     return R_AB @ R_BC, p_AB + R_AB @ p_BC
 
 
