@@ -201,6 +201,22 @@ def crane_plant():
     return jaxmb.models.lift_tilt_crane_plant()
 
 
+def test_piston_kinematics_refuse_bad_coordinates(crane_plant):
+    """The plant's public kinematics check their input as every public function does: a wrong
+    shape or a NaN raises and names the argument (the vector field checks its state itself)."""
+    with pytest.raises(ValueError, match=r"q: expected shape \(2,\)"):
+        crane_plant.input_matrix(jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"qd: expected shape \(2,\)"):
+        crane_plant.piston_kinematics(jnp.zeros(2), jnp.zeros(1))
+    with pytest.raises(ValueError, match="q"):
+        crane_plant.piston_kinematics(jnp.array([0.1, jnp.nan]), jnp.zeros(2))
+    mount = crane_plant.actuators[0].mount
+    with pytest.raises(TypeError, match="model"):  # by the annotation here, else by the check
+        mount.length("crane", jnp.zeros(2))
+    with pytest.raises(ValueError, match=r"q: expected shape \(2,\)"):
+        mount.position(crane_plant.model, jnp.zeros(1))
+
+
 def test_static_pressures_hold_the_crane_still(crane_plant):
     """The default initial state at rest at A: rod sides 40 bar, piston sides computed; with
     closed valves every derivative vanishes (the Lagrangian static balance, J_x^T f = -Q_g)."""

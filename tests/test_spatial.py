@@ -1,5 +1,7 @@
 """Spatial algebra against definitions written out with numpy."""
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,6 +114,14 @@ def test_small_matmul_is_the_matrix_product():
     _, t = jax.jvp(spatial.small_matmul, (jnp.asarray(A), jnp.asarray(B)),
                    (jnp.asarray(dA), jnp.asarray(dB)))  # fmt: skip
     np.testing.assert_allclose(t, dA @ B + A @ dB, rtol=1e-13, atol=1e-14)
+    # shapes that `@` would refuse are refused, not silently summed: by the shape annotations
+    # where jaxtyping checks them (the tests), else by the function's own check
+    bare = inspect.unwrap(spatial.small_matmul)
+    for a, b in [((3, 1), (3,)), ((2, 3, 3), (3,)), ((3, 3), (2, 3, 3))]:
+        with pytest.raises(TypeError):
+            spatial.small_matmul(jnp.ones(a), jnp.ones(b))
+        with pytest.raises(ValueError, match="small_matmul: expected a matrix"):
+            bare(jnp.ones(a), jnp.ones(b))
     # the composed transforms agree either way
     T1 = (jnp.asarray(spatial.rot_axis_angle(jnp.array([0.0, 0.6, 0.8]), 0.7)), jnp.ones(3))
     T2 = (jnp.asarray(spatial.rot_z(0.3)), jnp.array([0.1, -0.2, 0.3]))

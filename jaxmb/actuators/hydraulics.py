@@ -23,9 +23,9 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import check_coordinates, checked
+from jaxmb.multibody.checks import check_coordinates, checked, finite_inputs
 from jaxmb.multibody.kinematics import resolve_frame, world_transforms
 from jaxmb.multibody.model import WORLD, Model
 from jaxmb.multibody.spatial import small_matmul
@@ -89,7 +89,7 @@ class CylinderMount(eqx.Module):
 
     def length(self, model: Model, q: Float[Array, " n"]) -> Float[Array, ""]:
         """Pin distance ``|AB|``, m."""
-        return self.length_at(model, world_transforms(model, check_coordinates(model, q)))
+        return _mount_length(model, q, self)
 
     def length_at(self, model: Model, transforms) -> Float[Array, ""]:
         """Pin distance ``|AB|`` from the model's frame transforms (`world_transforms`), so that
@@ -108,6 +108,18 @@ class CylinderMount(eqx.Module):
         """``(x, J_x)`` with ``J_x = dx/dq`` (row), so ``xdot = J_x qd`` and the generalized force
         of a piston force ``f`` is ``J_x f``."""
         return jax.value_and_grad(lambda q_: self.position(model, q_))(q)
+
+
+def _mount_length(
+    model: Model, q: Float[ArrayLike, " n"], mount: CylinderMount
+) -> Float[Array, ""]:
+    """`CylinderMount.length` with the public functions' checks (`finite_inputs`, the model's
+    type, ``q``'s shape) and one compiled program per model structure."""
+    return mount.length_at(model, world_transforms(model, check_coordinates(model, q)))
+
+
+_mount_length.__name__ = "CylinderMount.length"  # what the checks' messages name
+_mount_length = finite_inputs(eqx.filter_jit(_mount_length))
 
 
 def _point_in_world(model: Model, transforms, frame: str, point) -> Array:

@@ -30,7 +30,7 @@ from jaxmb.actuators.hydraulics import BAR, HydraulicActuator
 from jaxmb.algorithms.dynamics import external_forces, forward_dynamics, gravity_forces
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
-from jaxmb.multibody.checks import check_all_finite, checked
+from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked
 from jaxmb.multibody.kinematics import world_transforms
 from jaxmb.multibody.model import Model
 
@@ -175,7 +175,19 @@ class HydraulicPlant(AbstractPlant):
         """``(x, xdot, J_x)``: piston positions (m,), velocities (m,) and ``J_x`` (m, n).
 
         One kinematic pass for all mounts, and ``J_x`` by forward mode over the n coordinates
-        (one linearized pass carrying n tangents; the primal is not repeated per tangent)."""
+        (one linearized pass carrying n tangents; the primal is not repeated per tangent).
+        ``q`` and ``qd`` are checked (shape, finite); the vector field, which has checked its
+        state already, calls `_pistons`."""
+        q, qd = check_all_finite(
+            {
+                "q": check_coordinates(self.model, q, finite=False),
+                "qd": check_coordinates(self.model, qd, "qd", finite=False),
+            }
+        )
+        return self._pistons(q, qd)
+
+    def _pistons(self, q, qd) -> tuple[Array, Array, Array]:
+        """`piston_kinematics` without the input checks."""
         if not self.actuators:
             z = jnp.zeros((0,), dtype=q.dtype)
             return z, z, jnp.zeros((0, self.n), dtype=q.dtype)
@@ -244,7 +256,7 @@ class HydraulicPlant(AbstractPlant):
         del t
         y, command = finite_state(y, command)
         q, qd, act = y["q"], y["qd"], y["actuators"]
-        x, xd, J = self.piston_kinematics(q, qd)
+        x, xd, J = self._pistons(q, qd)
         Q = self._direct_forces(command)
         if forces is not None:
             Q = Q + forces

@@ -93,12 +93,12 @@ def local_transforms(model: Model, qhat: Float[ArrayLike, " nhat"]):
     return out
 
 
-def frame_transforms(model: Model, qhat: Float[ArrayLike, " nhat"], fused: bool = False):
+def frame_transforms(model: Model, qhat: Float[ArrayLike, " nhat"], *, fused: bool = False):
     """``T_S,k`` for every kinematic frame k, as a list of ``(R, p)`` (chain rule of transforms);
     ``fused`` composes by `jaxmb.multibody.spatial.small_matmul`."""
     world = []
     for T, parent in zip(local_transforms(model, qhat), model.parent_index, strict=True):
-        world.append(T if parent < 0 else compose(world[parent], T, fused))
+        world.append(T if parent < 0 else compose(world[parent], T, fused=fused))
     return world
 
 

@@ -115,12 +115,17 @@ def small_matmul(A: Float[Array, "r k"], B: Float[Array, " k *c"]) -> Float[Arra
     products by the dozen, see docs/performance.md). It is used only there: in the rigid
     recursions the same swap made XLA's fusions worse (2-4x slower against Pinocchio in
     ``scripts/bench_scaling.py``), so they keep ``@``."""
+    if A.ndim != 2 or B.ndim not in (1, 2) or A.shape[1] != B.shape[0]:
+        raise ValueError(
+            f"small_matmul: expected a matrix (r, k) and a matrix or vector (k, ...), "
+            f"got shapes {A.shape} and {B.shape}"
+        )
     if B.ndim == 1:
         return jnp.sum(A * B[None, :], axis=1)
     return jnp.sum(A[:, :, None] * B[None, :, :], axis=1)
 
 
-def compose(T_AB, T_BC, fused: bool = False):
+def compose(T_AB, T_BC, *, fused: bool = False):
     """``T_AC = T_AB T_BC`` on ``(R, p)`` pairs (the chain rule of transforms, eq. before (1));
     ``fused`` forms the products by `small_matmul`."""
     R_AB, p_AB = T_AB
