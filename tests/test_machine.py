@@ -79,6 +79,69 @@ def knuckle():
     return load_machine(KNUCKLE)
 
 
+def test_shared_jacobian_rule_is_plain_automatic_differentiation(knuckle):
+    """The vector field's derivative rule (`jaxmb.actuators.sensitivities`: the state Jacobian
+    formed once by groups and shared among the tangents) gives the derivatives that plain
+    automatic differentiation of the same field gives, in forward mode (batched tangents:
+    `jax.jacfwd` vmaps the rule) and reverse mode, for parameters of every kind (a valve, a
+    bulk modulus, a friction law, a body's mass), the state and the commands, and for a
+    tangent on one pressure alone."""
+    import equinox as eqx
+    from jax.flatten_util import ravel_pytree
+
+    from jaxmb.actuators.plant import hydraulic_field
+
+    plant = knuckle.plant
+    leaves = (
+        lambda p: p.actuators[0].valve.c_pa,
+        lambda p: p.actuators[1].cylinder.beta,
+        lambda p: p.actuators[2].friction.F_c,
+        lambda p: p.model.bodies[1].mass,
+    )
+    nominal = [float(get(plant)) for get in leaves]
+    y0 = plant.initial_state(jnp.array([0.3, -0.4, 0.5]), jnp.array([0.2, -0.3, 0.05]))
+    y0["actuators"]["fold"]["p_a"] = y0["actuators"]["fold"]["p_a"] + 3e5
+    flat_y, unravel = ravel_pytree(y0)
+    u0 = jnp.array([2.0, -1.5, 0.7])
+
+    def field(fn):
+        def f(theta, x, u):
+            p = plant
+            for k, get in enumerate(leaves):
+                p = eqx.tree_at(get, p, nominal[k] * jnp.exp(theta[k]))
+            return ravel_pytree(fn(p, unravel(x), u))[0]
+
+        return f
+
+    def derivatives(fn):
+        f = field(fn)
+
+        def one_pressure(p_a):  # every other state entry a symbolic zero
+            y = jax.tree.map(lambda x: x, y0)
+            y["actuators"]["extend"]["p_a"] = p_a
+            return ravel_pytree(fn(plant, y, u0))[0]
+
+        @jax.jit
+        def all_of(theta, x, u):
+            return (
+                *jax.jacfwd(f, argnums=(0, 1, 2))(theta, x, u),  # jacfwd: vmap of the rule
+                jax.jacrev(f)(theta, x, u),
+                jax.jvp(one_pressure, (y0["actuators"]["extend"]["p_a"],), (1.0,))[1],
+            )
+
+        return all_of(jnp.zeros(len(leaves)), flat_y, u0)
+
+    got = derivatives(lambda p, y, u: p.vector_field(0.0, y, u))
+    want = derivatives(hydraulic_field)
+    for g, w in zip(got, want, strict=True):
+        w = np.asarray(w).reshape(w.shape[0], -1)
+        scale = np.abs(w).max(axis=1, keepdims=True) + 1e-300  # each rate's own magnitude
+        np.testing.assert_allclose(np.asarray(g).reshape(w.shape) / scale, w / scale, atol=1e-11)
+    # every parameter and the lone pressure move the field: no comparison of zeros
+    assert np.all(np.abs(np.asarray(want[0])).max(axis=0) > 0)
+    assert np.abs(np.asarray(want[-1])).max() > 0
+
+
 def _piston_by_frame_pose(model, mount, q):
     """x = |AB| - l_min from the public `frame_pose` of the mount's two frames, one at a time:
     the reference for the plant's shared kinematic pass."""

@@ -42,6 +42,7 @@ __all__ = [
     "limit_events",
     "events_summary",
     "finite_state",
+    "hydraulic_field",
 ]
 
 
@@ -292,9 +293,9 @@ class HydraulicPlant(AbstractPlant):
         return out
 
 
-@shared_state_jacobian
-def _hydraulic_field(plant: HydraulicPlant, y, command, wrenches, forces) -> dict:
-    """`HydraulicPlant.vector_field`: the third-order system of Petrovic & Mattila (2022)."""
+def hydraulic_field(plant: HydraulicPlant, y, command, wrenches=None, forces=None) -> dict:
+    """`HydraulicPlant.vector_field` under plain automatic differentiation: the third-order
+    system of Petrovic & Mattila (2022) (the reference of its shared-Jacobian rule)."""
     y, command = finite_state(y, command)
     q, qd, act = y["q"], y["qd"], y["actuators"]
     x, xd, J = plant._pistons(q, qd)
@@ -308,6 +309,9 @@ def _hydraulic_field(plant: HydraulicPlant, y, command, wrenches, forces) -> dic
         rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
     qdd = forward_dynamics(plant.model, q, qd, Q, wrenches)
     return {"q": qd, "qd": qdd, "actuators": rates}
+
+
+_hydraulic_field = shared_state_jacobian(hydraulic_field)
 
 
 class ForceSensedPlant(AbstractPlant):
