@@ -41,8 +41,8 @@ What is implemented, and what is not:
   loose tolerances does not arise). Measured on the synthetic crane, eight 0.5 s segments:
   RK4 1 ms against Tsit5 at rtol 1e-10 differs by 3e-7 rad and 0.005 bar, far below the
   sensors' resolution, and runs 10x faster than that adaptive solve. The P columns share
-  one state Jacobian per vector-field evaluation (the plant's derivative rule,
-  `jaxmb.actuators.sensitivities`: forward sensitivities by the staggered direct method), so
+  one state Jacobian per vector-field evaluation (`simulate` under `diffrax.ForwardMode`,
+  `jaxmb.simulation.sensitivities`: forward sensitivities by the staggered direct method), so
   a column costs a small matrix product plus the part of the plant its parameter enters.
 - Parameters: plant leaves named by selectors (`HydraulicParameters`). A positive leaf is
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser

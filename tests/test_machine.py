@@ -80,16 +80,16 @@ def knuckle():
 
 
 def test_shared_jacobian_rule_is_plain_automatic_differentiation(knuckle):
-    """The vector field's derivative rule (`jaxmb.actuators.sensitivities`: the state Jacobian
-    formed once by groups and shared among the tangents) gives the derivatives that plain
-    automatic differentiation of the same field gives, in forward mode (batched tangents:
-    `jax.jacfwd` vmaps the rule) and reverse mode, for parameters of every kind (a valve, a
-    bulk modulus, a friction law, a body's mass), the state and the commands, and for a
-    tangent on one pressure alone."""
+    """The vector field's forward-mode rule (`jaxmb.simulation.sensitivities`: the state
+    Jacobian formed once by groups and shared among the tangents, what `simulate` uses under
+    `diffrax.ForwardMode`) gives the derivatives that plain forward mode gives, batched
+    (`jax.jacfwd` vmaps the rule), for parameters of every kind (a valve, a bulk modulus, a
+    friction law, a body's mass), the state and the commands, and for a tangent on one
+    pressure alone (every other entry a symbolic zero)."""
     import equinox as eqx
     from jax.flatten_util import ravel_pytree
 
-    from jaxmb.actuators.plant import hydraulic_field
+    from jaxmb.simulation.sensitivities import plant_field
 
     plant = knuckle.plant
     leaves = (
@@ -125,14 +125,13 @@ def test_shared_jacobian_rule_is_plain_automatic_differentiation(knuckle):
         def all_of(theta, x, u):
             return (
                 *jax.jacfwd(f, argnums=(0, 1, 2))(theta, x, u),  # jacfwd: vmap of the rule
-                jax.jacrev(f)(theta, x, u),
                 jax.jvp(one_pressure, (y0["actuators"]["extend"]["p_a"],), (1.0,))[1],
             )
 
         return all_of(jnp.zeros(len(leaves)), flat_y, u0)
 
-    got = derivatives(lambda p, y, u: p.vector_field(0.0, y, u))
-    want = derivatives(hydraulic_field)
+    got = derivatives(lambda p, y, u: plant_field(p, 0.0, y, u, None, None))
+    want = derivatives(lambda p, y, u: p.vector_field(0.0, y, u))
     for g, w in zip(got, want, strict=True):
         w = np.asarray(w).reshape(w.shape[0], -1)
         scale = np.abs(w).max(axis=1, keepdims=True) + 1e-300  # each rate's own magnitude

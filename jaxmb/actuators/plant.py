@@ -27,7 +27,6 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxmb.actuators.hydraulics import BAR, HydraulicActuator
-from jaxmb.actuators.sensitivities import shared_state_jacobian
 from jaxmb.algorithms.dynamics import external_forces, forward_dynamics, gravity_forces
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
@@ -42,7 +41,6 @@ __all__ = [
     "limit_events",
     "events_summary",
     "finite_state",
-    "hydraulic_field",
 ]
 
 
@@ -255,10 +253,20 @@ class HydraulicPlant(AbstractPlant):
         return p_a, p_b, sol
 
     def vector_field(self, t, y, command, wrenches=None, forces=None) -> dict:
-        """``dy/dt``; differentiated with the state Jacobian shared among every tangent
-        (`jaxmb.actuators.sensitivities`: forward sensitivities by the staggered direct method)."""
         del t
-        return _hydraulic_field(self, y, command, wrenches, forces)
+        y, command = finite_state(y, command)
+        q, qd, act = y["q"], y["qd"], y["actuators"]
+        x, xd, J = self._pistons(q, qd)
+        Q = self._direct_forces(command)
+        if forces is not None:
+            Q = Q + forces
+        rates = {}
+        for i, a in enumerate(self.actuators):
+            s = act[a.name]
+            Q = Q + J[i] * a.force(xd[i], s, x[i])
+            rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
+        qdd = forward_dynamics(self.model, q, qd, Q, wrenches)
+        return {"q": qd, "qd": qdd, "actuators": rates}
 
     def state_scale(self, y) -> dict:
         """Pressures in units of 1 bar, everything else (rad, m, m/s, V, bristle m) in 1:
@@ -291,27 +299,6 @@ class HydraulicPlant(AbstractPlant):
         for name, value in zip(self.command_names, command, strict=True):
             out[name] = value
         return out
-
-
-def hydraulic_field(plant: HydraulicPlant, y, command, wrenches=None, forces=None) -> dict:
-    """`HydraulicPlant.vector_field` under plain automatic differentiation: the third-order
-    system of Petrovic & Mattila (2022) (the reference of its shared-Jacobian rule)."""
-    y, command = finite_state(y, command)
-    q, qd, act = y["q"], y["qd"], y["actuators"]
-    x, xd, J = plant._pistons(q, qd)
-    Q = plant._direct_forces(command)
-    if forces is not None:
-        Q = Q + forces
-    rates = {}
-    for i, a in enumerate(plant.actuators):
-        s = act[a.name]
-        Q = Q + J[i] * a.force(xd[i], s, x[i])
-        rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
-    qdd = forward_dynamics(plant.model, q, qd, Q, wrenches)
-    return {"q": qd, "qd": qdd, "actuators": rates}
-
-
-_hydraulic_field = shared_state_jacobian(hydraulic_field)
 
 
 class ForceSensedPlant(AbstractPlant):

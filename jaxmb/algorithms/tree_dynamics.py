@@ -78,10 +78,12 @@ def augmented_state(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"])
     Xi = model.coordinate_map
     # Xi and E = dXi/dq (Dastranj & Mattila (2026) eq. (26)) from one forward-mode pass (n
     # tangents; the primal rides along once)
-    eye = jnp.eye(q.shape[0], dtype=dtype)
-    E = jnp.stack([jax.jvp(Xi, (q,), (eye[i],))[1] for i in range(q.shape[0])], axis=1)
-    (qhat, qhatd), (_, Edot_qd) = jax.jvp(lambda q_: jax.jvp(Xi, (q_,), (qd,)), (q,), (qd,))
-    return AugmentedState(q, qd, qhat, qhatd, Edot_qd, E)
+    E, qhat = jax.jacfwd(lambda q_: (Xi(q_),) * 2, has_aux=True)(q)
+    # qhat_ddot = E qdd + Edot qd (the time derivative of qhat_dot = E qd), with
+    # Edot qd = D^2 Xi(q)[qd, qd]: a jvp of a jvp, two tangents (not the jvp of the whole
+    # Jacobian, n of them, then a product with qd)
+    Edot_qd = jax.jvp(lambda q_: jax.jvp(Xi, (q_,), (qd,))[1], (q,), (qd,))[1]
+    return AugmentedState(q, qd, qhat, E @ qd, Edot_qd, E)
 
 
 def _frame_coordinates(model: Model) -> np.ndarray:

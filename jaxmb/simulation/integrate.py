@@ -36,6 +36,7 @@ from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, Proj
 from jaxmb.simulation.references import desired_state
 from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
+from jaxmb.simulation.sensitivities import plant_field
 
 __all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
@@ -599,6 +600,12 @@ def _simulate_with_states(
             f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
         )
 
+    # forward-mode sensitivities share one state Jacobian among their columns
+    # (`jaxmb.simulation.sensitivities`); reverse mode and plain solves call the plant as is
+    if actuated:
+        forward = isinstance(solve.adjoint, diffrax.ForwardMode)
+        field = plant_field if forward else type(plant).vector_field
+
     def vector_field(t, y, args):
         del args
         yp, c = y
@@ -607,7 +614,7 @@ def _simulate_with_states(
         forces = dist.forces_at(t, n)
         wrenches = dist.wrenches_at(t)
         if actuated:
-            dyp = plant.vector_field(t, yp, u, wrenches, forces)
+            dyp = field(plant, t, yp, u, wrenches, forces)
         else:
             q, qd = yp
             tau = u + forces
