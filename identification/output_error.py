@@ -41,9 +41,10 @@ What is implemented, and what is not:
   loose tolerances does not arise). Measured on the synthetic crane, eight 0.5 s segments:
   RK4 1 ms against Tsit5 at rtol 1e-10 differs by 3e-7 rad and 0.005 bar, far below the
   sensors' resolution, and runs 10x faster than that adaptive solve. The P columns share
-  one state Jacobian per vector-field evaluation (`simulate` under `diffrax.ForwardMode`,
-  `jaxmb.simulation.sensitivities`: forward sensitivities by the staggered direct method), so
-  a column costs a small matrix product plus the part of the plant its parameter enters.
+  one state Jacobian per vector-field evaluation (`simulate` under
+  `jaxmb.simulation.sensitivities.SharedJacobianForwardMode`: forward sensitivities by the
+  staggered direct method), so a column costs a small matrix product plus the part of the
+  plant its parameter enters.
 - Parameters: plant leaves named by selectors (`HydraulicParameters`). A positive leaf is
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser
   sees O(1) numbers and values stay positive; a body's centre coordinate, which may sit at 0
@@ -58,7 +59,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -84,6 +84,7 @@ from jaxmb.actuators.parameters import (
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.simulation import CommandTable, simulate
+from jaxmb.simulation.sensitivities import SharedJacobianForwardMode
 
 __all__ = [
     "HydraulicParameters",
@@ -395,12 +396,14 @@ def simulate_one(
     plant: HydraulicPlant, segments: Segments, ts, q0, qd0, p0, *, dt: float = 1e-3
 ) -> Float[Array, "S c"]:
     """One segment of `simulate_segments` from the start state ``(q0, qd0, p0)`` at
-    ``ts[0]``: the signals ``segments.signal_names`` at ``ts``."""
+    ``ts[0]``: the signals ``segments.signal_names`` at ``ts``, differentiable in forward
+    mode with the plant's state Jacobian shared among the columns
+    (`SharedJacobianForwardMode`)."""
     act0 = _start_state(plant, segments.commands, ts[0], q0, qd0, p0)
     tr = simulate(
         plant, segments.commands, None, q0, qd0, ts,
         solver="rk4", fixed_step=dt, actuator_state0=act0, max_steps=segments.n_steps,
-        adjoint=diffrax.ForwardMode(), throw=False,
+        adjoint=SharedJacobianForwardMode(), throw=False,
     )  # fmt: skip
     return jnp.stack([tr.signal(c) for c in segments.signal_names], axis=-1)
 

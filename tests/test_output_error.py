@@ -210,10 +210,11 @@ def test_a_parameter_the_residuals_do_not_see_has_an_infinite_std():
 
 
 def test_jacobian_matches_central_differences(nominal, spec, segments):
-    """Forward mode through the fixed-step RK4 segments is the exact derivative of the discrete
-    solution, so it must match central differences (step 1e-5 in theta: truncation ~1e-10,
-    round-off ~1e-11 relative) to 1e-6 of the column's norm, along two coordinate directions
-    and one random direction, at a point away from nominal."""
+    """Forward mode through the fixed-step RK4 segments (the plant's state Jacobian shared
+    among the columns) is the exact derivative of the discrete solution, so it must match
+    central differences (step 1e-5 in theta: truncation ~1e-10, round-off ~1e-11 relative) to
+    1e-6 of the column's norm, along two coordinate directions and one random direction, at a
+    point away from nominal."""
     theta = jnp.asarray(np.random.default_rng(0).uniform(-0.1, 0.1, len(spec)))
     r, J = residuals_and_jacobian(theta, nominal, spec, segments)
     r, J = np.asarray(r), np.asarray(J)

@@ -36,7 +36,7 @@ from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, Proj
 from jaxmb.simulation.references import desired_state
 from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
-from jaxmb.simulation.sensitivities import plant_field
+from jaxmb.simulation.sensitivities import SharedJacobianForwardMode, plant_field
 
 __all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
@@ -191,7 +191,10 @@ def simulate(
         adjoint: how reverse mode differentiates the solve; default diffrax's
             ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
             ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: faster
-            gradients for more memory (see scripts/bench_simulate.py).
+            gradients for more memory (see scripts/bench_simulate.py). ``diffrax.ForwardMode()``
+            for forward mode (`jax.jacfwd`); for a plant with actuators
+            `jaxmb.simulation.sensitivities.SharedJacobianForwardMode()` shares one state
+            Jacobian among the tangents (faster for many tangents and wide batches).
         correction: drift correction of a `ConstrainedSystem` plant after every step and at
             the save times; None integrates eq. (25) alone, so the drift shows.
         inertia: the constraint inertia matrix of a `ConstrainedSystem` plant
@@ -600,11 +603,11 @@ def _simulate_with_states(
             f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
         )
 
-    # forward-mode sensitivities share one state Jacobian among their columns
-    # (`jaxmb.simulation.sensitivities`); reverse mode and plain solves call the plant as is
+    # forward-mode sensitivities that share one state Jacobian among their columns, where the
+    # adjoint asks for them (`jaxmb.simulation.sensitivities`); otherwise the plant as is
     if actuated:
-        forward = isinstance(solve.adjoint, diffrax.ForwardMode)
-        field = plant_field if forward else type(plant).vector_field
+        shared = isinstance(solve.adjoint, SharedJacobianForwardMode)
+        field = plant_field if shared else type(plant).vector_field
 
     def vector_field(t, y, args):
         del args

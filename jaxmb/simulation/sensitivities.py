@@ -12,11 +12,15 @@ one small matrix product; ``df/dtheta_j`` then needs only the inputs that carry 
 
 ``df/dy`` is formed by groups of the state, one `jax.jacfwd` per top-level entry of the state
 dict (``q``, ``qd``, ``actuators``), so that a velocity or a pressure tangent skips the
-kinematics that only ``q`` enters. It pays where P exceeds the state's size by little or more:
-measured on 32 half-second segments, the crane's residual and 12-column Jacobian 4.33 ->
-1.59 s, the knuckle's 18-column one 11.2 -> 2.22 s, equal to 1e-13 (`scripts/bench_identify.py`
-measures the whole route). Reverse mode gains nothing from it (it would form the Jacobian
-on every forward step), so `simulate` uses it under `diffrax.ForwardMode` only.
+kinematics that only ``q`` enters. Measured on the crane's residual and 12-column Jacobian,
+half-second segments, one device: 32 segments 4.33 -> 1.59 s and the knuckle's 18 columns
+11.2 -> 2.22 s (equal to 1e-13), 8 segments 1.05 -> 0.62 s. At batches of a few lanes a step
+is bound by its count of XLA kernels, which the three Jacobians raise, more than by its
+arithmetic: 4 half-second crane segments 0.40 -> 0.49 s, three 10 s ones 6.47 -> 9.32 s on one
+device, while on two devices (the CLI's) the 10 s segments came out even or faster (two
+knuckle segments a device 11-17 s -> 11-14 s, run-to-run spread). So it is asked for, by
+`SharedJacobianForwardMode` (output-error identification does); reverse mode would form the
+Jacobian on every forward step and gains nothing from it.
 
 The rule is exact (the same derivative as plain forward mode) and linear in the tangents, so
 JAX can also transpose and batch it."""
@@ -25,12 +29,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["shared_state_jacobian", "plant_field"]
+__all__ = ["SharedJacobianForwardMode", "shared_state_jacobian", "plant_field"]
+
+
+class SharedJacobianForwardMode(diffrax.ForwardMode):
+    """`diffrax.ForwardMode` for `simulate` with the plant's field under `plant_field`: its
+    forward-mode derivative shares one state Jacobian among the tangents (module docstring)."""
 
 
 def shared_state_jacobian(field: Callable) -> Callable:
