@@ -82,7 +82,7 @@ def knuckle():
 def test_shared_jacobian_rule_is_plain_automatic_differentiation(knuckle):
     """The vector field's forward-mode rule (`jaxmb.simulation.sensitivities`: the state
     Jacobian formed once by groups and shared among the tangents, what `simulate` uses under
-    `diffrax.ForwardMode`) gives the derivatives that plain forward mode gives, batched
+    `SharedJacobianForwardMode`) gives the derivatives that plain forward mode gives, batched
     (`jax.jacfwd` vmaps the rule), for parameters of every kind (a valve, a bulk modulus, a
     friction law, a body's mass), the state and the commands, and for a tangent on one
     pressure alone (every other entry a symbolic zero)."""

@@ -22,8 +22,9 @@ knuckle segments a device 11-17 s -> 11-14 s, run-to-run spread). So it is asked
 `SharedJacobianForwardMode` (output-error identification does); reverse mode would form the
 Jacobian on every forward step and gains nothing from it.
 
-The rule is exact (the same derivative as plain forward mode) and linear in the tangents, so
-JAX can also transpose and batch it."""
+The rule is exact (the same derivative as plain forward mode) and linear in the tangents;
+`jax.jacfwd` batches it over the columns (tests/test_machine.py checks both against plain
+forward mode)."""
 
 from __future__ import annotations
 
