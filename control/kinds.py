@@ -1,5 +1,6 @@
-"""The kinds of machine the control workflows know, in one table (`SCENARIOS`): what
-``jaxmb montecarlo`` and ``jaxmb tune`` look up instead of naming a machine.
+"""The kinds of closed loop the control workflows know (`KINDS`), and the studies they run
+(`SCENARIOS`, from the one table of machines, `jaxmb.models.catalog.CATALOG`): what ``jaxmb
+montecarlo`` and ``jaxmb tune`` look up instead of naming a machine.
 
 A kind (`ControlKind`) gives its study builder (a configuration's ``[study]`` to a study and
 its default controller), its gains and their tuner (loss terms, default steps: a
@@ -12,9 +13,9 @@ summary and the panels of the comparison plot):
   decomposition control on the file's ``[task]``, judged by its valves' range and pressure
   band (VDC's virtual stability holds for any positive gains: it has no bound to check).
 
-A configuration's ``scenario`` names an entry: ``section_iv``, ``machine`` (with ``machine =
-"FILE.toml"``) or ``crane``, the built-in crane's machine file by its name (the same code path
-as a user's file).
+A configuration's ``scenario`` names a built-in machine's study (`jaxmb.models.catalog.CATALOG`:
+``section_iv``, the arm's; ``crane``, the built-in crane's machine file, the same code path as a
+user's file) or ``machine`` (with ``machine = "FILE.toml"``).
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxmb.control.crane_tuning import VDC as VDC_TUNER
-from jaxmb.control.crane_tuning import CraneTuningWeights
 from jaxmb.control.mc_report import figure_column
 from jaxmb.control.studies import arm_study, machine_study
 from jaxmb.control.tuning import ROBUST as ROBUST_TUNER
 from jaxmb.control.tuning import Tuner, TuningWeights
-from jaxmb.io.machine import BUILTIN, load_machine
+from jaxmb.control.vdc_tuning import VDC as VDC_TUNER
+from jaxmb.control.vdc_tuning import VdcTuningWeights
+from jaxmb.io.machine import load_machine
 from jaxmb.io.params_file import apply_hydraulics, read_params
+from jaxmb.models.catalog import CATALOG
 from jaxmb.multibody.model import coordinate_joint_types
 
 __all__ = [
     "ControlKind",
     "ROBUST",
     "VDC",
+    "KINDS",
     "SCENARIOS",
     "kind_of",
     "relative_path",
@@ -111,11 +114,12 @@ def _build_machine(cfg, machine, distribution, options, common, gains):
     machine`` (a built-in name, or a path relative to the configuration), with ``[study]
     params`` (`jaxmb identify`'s params.json) as its plant and controller model if given."""
     st = cfg["study"]
-    if machine is None:
-        name = st["machine"]
-        machine = load_machine(name if name in BUILTIN else relative_path(cfg, "machine"))
+    name = st["machine"] if machine is None else machine
+    entry = CATALOG.get(name)
+    if entry is not None and entry.hydraulic:
+        machine = entry.load()
     else:
-        machine = load_machine(machine)
+        machine = load_machine(relative_path(cfg, "machine"))
     identity = {"machine_files_sha256": machine.digest()}
     plant = machine.plant
     if "params" in st:
@@ -248,7 +252,7 @@ ROBUST = ControlKind(
 VDC = ControlKind(
     name="VDC of a hydraulic machine file",
     tuner=VDC_TUNER,
-    weights=CraneTuningWeights,
+    weights=VdcTuningWeights,
     build=_build_machine,
     solver={"rtol": 1e-6, "atol": 1e-8, "dt_save": 1e-3, "max_steps": 500_000},
     limits=False,
@@ -258,12 +262,16 @@ VDC = ControlKind(
     machine_file=True,
 )
 
-# scenario -> (kind, the built-in machine file it names, or None: the arm, or [study] machine)
+# the closed loops the control workflows study, by the kind a machine's catalog entry names
+KINDS: dict[str, ControlKind] = {"robust": ROBUST, "vdc": VDC}
+
+# scenario -> (kind, the built-in machine file it names, or None: the arm, or [study] machine):
+# each catalog machine with a study under its study's name, and "machine" for a user's file
 SCENARIOS: dict[str, tuple[ControlKind, str | None]] = {
-    "section_iv": (ROBUST, None),
+    **{e.study: (KINDS[e.control], name if e.hydraulic else None)
+       for name, e in CATALOG.items() if e.study is not None},
     "machine": (VDC, None),
-    "crane": (VDC, "crane"),
-}
+}  # fmt: skip
 
 
 def kind_of(scenario: str) -> ControlKind:

@@ -17,8 +17,8 @@ from pathlib import Path
 import equinox as eqx
 import jax.numpy as jnp
 
-from jaxmb.control.crane_report import write_crane_report
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
+from jaxmb.control.machine_report import write_machine_report
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.simulation import CommandTable, Trajectory, simulate
 
@@ -120,7 +120,7 @@ def run_machine(
         "solver": "tsit5",
     }
     tool = tool_frame(machine)
-    return write_crane_report(
+    return write_machine_report(
         out, plant, tr, control=control_series(controller, tr), extra=extra, plots=plots,
         tool=tool,
     )  # fmt: skip
@@ -167,4 +167,4 @@ def run_table(
         **_payload(plant),
         **(notes or {}),
     }
-    return write_crane_report(out, plant, tr, extra=extra, plots=plots, tool=tool_frame(machine))
+    return write_machine_report(out, plant, tr, extra=extra, plots=plots, tool=tool_frame(machine))

@@ -190,7 +190,7 @@ def diagnose(gains: dict, dbar, peak) -> list[str]:
 @dataclass(frozen=True)
 class Tuner:
     """What `tune` needs of a kind of controller: the arm's robust controller (`ROBUST`) or a
-    hydraulic machine's VDC (`jaxmb.control.crane_tuning.VDC`).
+    hydraulic machine's VDC (`jaxmb.control.vdc_tuning.VDC`).
 
     Attributes:
         gain_names: the gains tuned (attributes of the controller).
@@ -200,7 +200,7 @@ class Tuner:
         row: ``(aux, gains, weights, study) -> (figures, feasible)``: a step's history columns
             (floats) besides its loss and gains, and whether the step met the kind's limits.
         result: ``(best, g0, study) -> (figures, conflicts)``: the chosen step's figures for the
-            summary, and the constraints it still meets (`diagnose`, `crane_conflicts`).
+            summary, and the constraints it still meets (`diagnose`, `vdc_conflicts`).
         steps: Adam steps by default.
         last_if_infeasible: where no step met the limits, the result is the last step (the
             arm: its penalties have pushed the gains furthest toward eq. (25)) rather than

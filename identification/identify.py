@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ from jaxmb.identification.cutoff_choice import choose_cutoff
 from jaxmb.identification.regressor import JOINT_TERMS
 from jaxmb.identification.rigid import (
     DEFAULT_TERMS,
+    Drives,
     generalized_forces,
     identify_rigid,
     predict_torques,
@@ -50,91 +50,22 @@ from jaxmb.io.logs import (
     window_option,
 )
 from jaxmb.io.machine import load_machine
+from jaxmb.models.catalog import CATALOG
 from jaxmb.multibody.model import coordinate_joint_types
 
-__all__ = ["MODELS", "BuiltinModel", "resolve_model", "identify"]
+__all__ = ["resolve_model", "identify"]
 
 
-def _arm():
-    from jaxmb.models import series_parallel_3dof
-
-    return series_parallel_3dof()
-
-
-def _kr300():
-    from jaxmb.models.kr300 import kr300
-
-    return kr300()
-
-
-def _kr300_forces() -> dict:
-    """The KR300's axis-2 gas-spring counterbalance (`jaxmb.models.kr300.KR300Counterbalance`,
-    the authors' CAD-based law) as a known generalized force. It is not scaled by the fit: the
-    recordings move q2 over half a radian, where the spring and gravity are nearly collinear
-    (a free scale came out anywhere between 0.1 and 2 depending on the friction terms)."""
-    import jax.numpy as jnp
-
-    from jaxmb.models.kr300 import KR300Counterbalance
-
-    spring = KR300Counterbalance()
-    return {"counterbalance": lambda q: jnp.zeros_like(q).at[1].set(spring(q[1]))}
-
-
-def _kr300_drives():
-    from jaxmb.identification.rigid import Drives
-    from jaxmb.models.kr300 import GEAR_RATIOS
-
-    return Drives(gear_ratio={f"q{i + 1}": float(g) for i, g in enumerate(GEAR_RATIOS)})
-
-
-def _kr300_limits() -> dict:
-    from jaxmb.models.kr300 import kr300_drives
-
-    d = kr300_drives()
-    return {
-        f"q{i + 1}": (float(lo), float(hi))
-        for i, (lo, hi) in enumerate(zip(d.q_min, d.q_max, strict=True))
-    }
-
-
-@dataclass(frozen=True)
-class BuiltinModel:
-    """What `identify` knows of a built-in model beyond its files.
-
-    Attributes:
-        make: its constructor (a `jaxmb.multibody.model.Model`, or a machine file's
-            `jaxmb.io.machine.Machine`).
-        route: ``"rigid"`` (the regressor route) or ``"hydraulic"`` (output error).
-        drives: the drive constants of motor-side logs (`Drives`), or None.
-        known_forces: its known generalized forces (springs, counterbalances), or None.
-        limits: its joint limits ``{coordinate: (low, high)}``, for the URDF it is written as,
-            or None.
-    """
-
-    make: Callable
-    route: str
-    drives: Callable | None = None
-    known_forces: Callable[[], dict] | None = None
-    limits: Callable[[], dict] | None = None
-
-
-# the built-in models by name, the one table `identify` looks them up in; the crane is a
-# machine file like a user's
-MODELS: dict[str, BuiltinModel] = {
-    "arm": BuiltinModel(_arm, "rigid"),
-    "kr300": BuiltinModel(
-        _kr300, "rigid", drives=_kr300_drives, known_forces=_kr300_forces, limits=_kr300_limits
-    ),
-    "crane": BuiltinModel(lambda: load_machine("crane"), "hydraulic"),
-}
+def _identifiable() -> list[str]:
+    return sorted(k for k, e in CATALOG.items() if e.identify)
 
 
 def resolve_model(name_or_path: str):
     """``(name, model or machine, route)`` for a built-in name, a URDF path (the regressor
     route) or a machine file (``.toml``, `jaxmb.io.machine`: the hydraulic route)."""
-    if name_or_path in MODELS:
-        entry = MODELS[name_or_path]
-        return name_or_path, entry.make(), entry.route
+    entry = CATALOG.get(name_or_path)
+    if entry is not None and entry.identify:
+        return name_or_path, entry.load(), "hydraulic" if entry.hydraulic else "rigid"
     path = Path(name_or_path)
     if path.suffix.lower() in (".urdf", ".toml"):
         if not path.is_file():
@@ -146,7 +77,7 @@ def resolve_model(name_or_path: str):
 
         return path.stem, load_urdf(path), "rigid"
     raise ValueError(
-        f"--model: expected one of {sorted(MODELS)}, a URDF (.urdf) or a machine file (.toml), "
+        f"--model: expected one of {_identifiable()}, a URDF (.urdf) or a machine file (.toml), "
         f"got {name_or_path!r}"
     )
 
@@ -471,8 +402,8 @@ def _settings(options: dict, given: frozenset, chosen: Sequence[str]) -> dict:
 
 
 def _limits(name: str) -> dict:
-    """A built-in model's joint limits (`BuiltinModel.limits`), else none."""
-    entry = MODELS.get(name)
+    """A built-in model's joint limits (`jaxmb.models.catalog.Builtin.limits`), else none."""
+    entry = CATALOG.get(name)
     return entry.limits() if entry is not None and entry.limits is not None else {}
 
 
@@ -601,13 +532,13 @@ def identify(
                 prior_weight=0.1 if prior_weight is None else prior_weight,
                 coulomb_width=coulomb_width,
             )  # fmt: skip
-            entry = MODELS.get(name)  # a built-in name, or a URDF named after one
+            entry = CATALOG.get(name)  # a built-in name, or a URDF named after one
             if entry is not None and entry.known_forces is not None:
                 options["known_forces"] = entry.known_forces()
             if drives is not None:
                 options["drives"] = drives
-            elif entry is not None and entry.drives is not None:
-                options["drives"] = entry.drives()
+            elif entry is not None and entry.gear_ratios is not None:
+                options["drives"] = Drives(gear_ratio=entry.gear_ratios())
             source = model if Path(model).suffix.lower() == ".urdf" else None
             summary = _identify_rigid(name, m, paths, out, validate, options, progress, window,
                                       user_drives=drives is not None, urdf_source=source,

@@ -9,7 +9,7 @@ inside `jaxmb.multibody.checks.failures_as_nan` and raise from the returned stat
 Off unless asked for. With jaxlib 0.10.2 on CPU, loading one of the project's programs back
 from the cache kills the process (a segmentation fault in XLA while it deserializes the
 executable): the crane tuning's forward-mode pass through the closed loop
-(`control.crane_tuning`), written by one run and read by the next, every time; the same
+(`control.vdc_tuning`), written by one run and read by the next, every time; the same
 program compiled afresh runs. Until the loader is fixed upstream a user opts in, knowing it:
 ``$JAXMB_COMPILE_CACHE`` set to ``on`` (the folder ``$XDG_CACHE_HOME/jaxmb/xla``, i.e.
 ``~/.cache/jaxmb/xla``) or to a folder; ``off`` (or unset) switches it off. Its size is

@@ -182,7 +182,8 @@ def output_error_route():
 def kr300():
     from jaxmb.identification.coulomb_width import choose_coulomb_width
     from jaxmb.identification.cutoff_choice import choose_cutoff
-    from jaxmb.identification.identify import MODELS, resolve_model
+    from jaxmb.identification.identify import resolve_model
+    from jaxmb.models.catalog import CATALOG
 
     print("\n3. KUKA KR300 recordings (real): identify from A, predict B and C, with the defaults")
     name, model, _ = resolve_model("kr300")
@@ -194,8 +195,8 @@ def kr300():
     cutoff = choose_cutoff([logs["A"]], names)["cutoff_hz"]
     width = choose_coulomb_width([logs["A"]], names, cutoff)["coulomb_width"]
     res = rigid.identify_rigid(
-        model, logs["A"], cutoff=cutoff, coulomb_width=width, known_forces=MODELS[name].known_forces(),
-        drives=MODELS[name].drives(), prior_weight=0.1,
+        model, logs["A"], cutoff=cutoff, coulomb_width=width, known_forces=CATALOG[name].known_forces(),
+        drives=rigid.Drives(gear_ratio=CATALOG[name].gear_ratios()), prior_weight=0.1,
     )  # fmt: skip
     ours_s = time.perf_counter() - t0
     print(f"   chosen from A: cutoff {cutoff:g} Hz, Coulomb width {width:.3g} rad/s")

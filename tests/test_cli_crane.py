@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxmb.cli import main
-from jaxmb.control.crane_report import LOG_COLUMNS
+from jaxmb.control.machine_report import LOG_COLUMNS
 
 
 def _header(path):

@@ -10,8 +10,8 @@ import pytest
 
 import jaxmb
 from jaxmb.control import virtual_stability
-from jaxmb.control.crane_report import LOG_COLUMNS, crane_summary, log_columns, read_commands
 from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller, crane_replay
+from jaxmb.control.machine_report import LOG_COLUMNS, log_columns, machine_summary, read_commands
 from jaxmb.models.crane import WAYPOINTS, abcd_reference
 from jaxmb.simulation import CommandTable, QuinticWaypoints
 
@@ -100,7 +100,7 @@ def test_vdc_on_the_abcd_task(plant, abcd_run):
     76 l/min. So the lift valve saturates and the error grows there; the report must say so."""
     ctrl, tr = abcd_run
     assert bool(tr.success)
-    s = crane_summary(plant, tr)
+    s = machine_summary(plant, tr)
     assert s["saturation_time_s"]["lift"] > 1.0
     # no pressure-range or stroke-end events on this path (the spec: strokes stay inside)
     assert all(v["count"] == 0 for v in s["events"].values())
@@ -185,7 +185,7 @@ def test_vdc_with_a_wrong_model_stays_bounded(plant, closed_loop):
     assert bool(tr.success)
     err = np.abs(np.asarray(tr.e)).max()
     assert 1e-4 < err < 0.01, err
-    s = crane_summary(heavy, tr)
+    s = machine_summary(heavy, tr)
     assert all(v["count"] == 0 for v in s["events"].values())
 
 
@@ -194,7 +194,7 @@ def test_replaying_a_runs_commands_reproduces_it(plant, abcd_run, tmp_path):
     read back from the log CSV, reproduces the run: the same code path output-error
     identification uses. The open loop integrates the interpolation error of the 1 kHz
     samples, hence the tolerances."""
-    from jaxmb.control.crane_report import write_log_csv
+    from jaxmb.control.machine_report import write_log_csv
 
     _, tr = abcd_run
     path = tmp_path / "log.csv"

@@ -1,4 +1,4 @@
-"""Crane VDC gain tuning (jaxmb.control.crane_tuning, `jaxmb tune` on the crane scenario): the
+"""Crane VDC gain tuning (jaxmb.control.vdc_tuning, `jaxmb tune` on the crane scenario): the
 forward-mode gradient through the hydraulic closed loop against central finite differences,
 the optimisation, its resumption, the validation against the given gains and the gains file
 read back by `montecarlo` and `simulate --machine crane`.
@@ -18,17 +18,17 @@ import pytest
 
 from jaxmb.control import study_config
 from jaxmb.control.crane_run import crane_controller
-from jaxmb.control.crane_tuning import (
-    VDC_GAINS,
-    CraneTuningWeights,
-    crane_conflicts,
-    crane_loss_and_gradient,
-    crane_tuning_loss,
-    vdc_controller_with,
-)
 from jaxmb.control.montecarlo import read_results
 from jaxmb.control.tune_run import TUNING_OFFSET
 from jaxmb.control.tuning import gains_of
+from jaxmb.control.vdc_tuning import (
+    VDC_GAINS,
+    VdcTuningWeights,
+    vdc_conflicts,
+    vdc_controller_with,
+    vdc_loss_and_gradient,
+    vdc_tuning_loss,
+)
 from jaxmb.multibody.checks import failures_as_nan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,12 +94,12 @@ def test_gradient_matches_finite_differences(tuned):
     cfg, _ = tuned
     study, ctrl, *_ = study_config.build_study(study_config.load_config(cfg))
     values = jnp.asarray(study.values(TUNING_OFFSET + np.arange(2)))
-    w = CraneTuningWeights()
-    fn, g0 = crane_loss_and_gradient(study, ctrl, values, w, rtol=1e-8, atol=1e-10)
+    w = VdcTuningWeights()
+    fn, g0 = vdc_loss_and_gradient(study, ctrl, values, w, rtol=1e-8, atol=1e-10)
     theta = {k: jnp.zeros(jnp.shape(g0[k])) for k in VDC_GAINS}
     (J, aux), grad = fn(theta)
     opts = replace(study.options, rtol=1e-10, atol=1e-12)
-    loss = eqx.filter_jit(lambda th: crane_tuning_loss(th, g0, study, ctrl, values, w, opts)[0])
+    loss = eqx.filter_jit(lambda th: vdc_tuning_loss(th, g0, study, ctrl, values, w, opts)[0])
     np.testing.assert_allclose(float(loss(theta)), float(J), rtol=1e-6)
     assert bool(aux["success"])
     assert min(float(aux[k]) for k in ("tracking", "effort", "chattering", "saturation")) > 0
@@ -186,7 +186,7 @@ def test_tune_cli_writes_crane_gains_that_montecarlo_and_simulate_load(tuned, ca
 
 def test_conflicts_name_the_valve_and_the_chamber():
     plant = crane_controller().plant
-    lines = crane_conflicts(plant, np.array([1.75, 0.4]), np.array([0.0, 0.0, 0.0, 0.031]))
+    lines = vdc_conflicts(plant, np.array([1.75, 0.4]), np.array([0.0, 0.0, 0.0, 0.031]))
     assert len(lines) == 2
     assert lines[0].startswith("valve lift: the law asks up to 1.75 x u_max (10 V)")
     assert (

@@ -12,10 +12,10 @@ import pytest
 from helpers import file_armature, mass_matrix, pinocchio_agrees
 
 import jaxmb
-from jaxmb.identification.identify import MODELS
 from jaxmb.io.urdf_write import DRAKE_NS, model_urdf, rpy_from_rotation, with_parameters
 from jaxmb.io.urdf_xml import _rpy_matrix
 from jaxmb.models import random_tree_urdf
+from jaxmb.models.catalog import CATALOG
 from jaxmb.models.kr300 import kr300, kr300_drives
 from jaxmb.multibody.model import replace_body
 
@@ -47,7 +47,7 @@ def test_kr300_written_as_a_urdf_is_the_same_robot():
     its URDF loads into Pinocchio and back into jaxmb with the same dynamics."""
     model = kr300()
     d = kr300_drives()
-    xml = model_urdf(model, name="kr300", limits=MODELS["kr300"].limits())
+    xml = model_urdf(model, name="kr300", limits=CATALOG["kr300"].limits())
     pm = pinocchio_agrees(xml, model)
     np.testing.assert_allclose(pm.lowerPositionLimit, d.q_min, rtol=1e-15)
     back = jaxmb.load_urdf(xml)
@@ -106,7 +106,7 @@ def test_kr300_identified_through_its_own_urdf():
         for c, a in zip(model.coordinate_names, armature, strict=True)
     }
     text = with_parameters(
-        model_urdf(model, limits=MODELS["kr300"].limits()), new, joint, gear_ratio={"q1": 1798 / 7}
+        model_urdf(model, limits=CATALOG["kr300"].limits()), new, joint, gear_ratio={"q1": 1798 / 7}
     )
     pinocchio_agrees(text, new, armature, seed=3)
 

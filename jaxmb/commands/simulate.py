@@ -1,7 +1,7 @@
 """``jaxmb simulate``: the Section IV closed-loop scenario of the arm, the flexible 3-RPR, or a
 hydraulic machine file, the built-in crane's included (VDC on its task, a log's free-run replay
-or a command table's open-loop replay), each with its report; `MACHINES` is the table the
-command looks a machine up in."""
+or a command table's open-loop replay), each with its report. The machines come from the one
+table, `jaxmb.models.catalog.CATALOG`; what runs is their closed loop's kind's (`RUNS`)."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def _log_replay(args: argparse.Namespace, machine, out) -> int:
 
 def _table_replay(args: argparse.Namespace, machine, plant, out) -> int:
     """A command table replayed open loop from the task's first waypoint at rest."""
-    from jaxmb.control.crane_report import check_command_table, read_commands
+    from jaxmb.control.machine_report import check_command_table, read_commands
     from jaxmb.control.machine_run import run_table
 
     acts = plant.actuators
@@ -291,7 +291,7 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
         from jaxmb.control.study_config import read_gains
 
         try:
-            gains.update(read_gains(args.gains, "section_iv"))
+            gains.update(read_gains(args.gains, _machines()[args.machine].study))
         except ValueError as err:
             raise SystemExit(f"jaxmb simulate: {err}") from None
     try:  # the gains' shapes and signs, before anything compiles
@@ -307,7 +307,7 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
             from jaxmb.io.params_file import apply_bodies, read_params
 
             try:
-                nominal = apply_bodies(nominal, read_params(args.params, model_name="arm"))
+                nominal = apply_bodies(nominal, read_params(args.params, model_name=args.machine))
             except ValueError as err:
                 raise SystemExit(f"jaxmb simulate: {err}") from None
             print(f"controller model: identified bodies from {args.params}")
@@ -355,40 +355,48 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
 
 
 @dataclass(frozen=True)
-class Machine:
-    """A machine `jaxmb simulate` runs: its command, the options it takes (besides those every
-    machine takes), and its defaults."""
+class Run:
+    """What `jaxmb simulate` does with one kind of closed loop (a catalog entry's ``control``):
+    its command, the options it takes (besides those every machine takes), and its default save
+    interval."""
 
     run: Callable[[argparse.Namespace], int]
     options: tuple[str, ...]
-    out: Callable[[argparse.Namespace], str]
     dt_save: float
-    shown: str  # how a message names it
 
 
-# the one table `jaxmb simulate` looks a machine up in; ".toml" is any machine file (the
-# built-in crane's included: `--machine jaxmb/models/machines/lift_tilt_crane.toml`)
-_FILE_OPTIONS = ("commands", "clip_commands", "payload", "params", "gains")
-MACHINES = {
-    "arm": Machine(section_iv_cmd, ("Lambda", "K", "kappa", "eps", "form", "params", "gains"),
-                   lambda a: "out/section_iv", 0.01, "arm"),
-    "crane": Machine(machine_cmd, _FILE_OPTIONS, lambda a: "out/crane", 1e-3, "crane"),
-    "rpr3-flexible": Machine(rpr3_flexible_cmd, ("omega",), lambda a: "out/rpr3_flexible", 0.01,
-                             "rpr3-flexible"),
-    ".toml": Machine(machine_cmd, _FILE_OPTIONS,
-                     lambda a: "out/replay" if a.commands is not None else "out/machine", 1e-3,
-                     "a machine file (.toml)"),
-}  # fmt: skip
+# by the kind of closed loop; the machines come from the one table, jaxmb.models.catalog, and
+# ".toml" is any machine file (the built-in crane's included:
+# `--machine jaxmb/models/machines/lift_tilt_crane.toml`)
+RUNS = {
+    "robust": Run(section_iv_cmd, ("Lambda", "K", "kappa", "eps", "form", "params", "gains"), 0.01),
+    "vdc": Run(machine_cmd, ("commands", "clip_commands", "payload", "params", "gains"), 1e-3),
+    "fourth_order": Run(rpr3_flexible_cmd, ("omega",), 0.01),
+}
+_FILE = ".toml"
+
+
+def _machines() -> dict:
+    """``{name: catalog entry}`` of every machine `jaxmb simulate` runs, and ``".toml"``: a machine
+    file's."""
+    from jaxmb.models.catalog import CATALOG, machine_file
+
+    return {**{k: e for k, e in CATALOG.items() if e.control in RUNS}, _FILE: machine_file(_FILE)}
 
 
 def _key(machine: str) -> str:
-    return ".toml" if machine.lower().endswith(".toml") else machine
+    return _FILE if machine.lower().endswith(_FILE) else machine
+
+
+def _shown(key: str) -> str:
+    return "a machine file (.toml)" if key == _FILE else key
 
 
 def _machine_choice(text: str) -> str:
-    if _key(text) in MACHINES:
+    machines = _machines()
+    if _key(text) in machines:
         return text
-    names = ", ".join(k for k in MACHINES if k != ".toml")
+    names = ", ".join(k for k in machines if k != _FILE)
     raise argparse.ArgumentTypeError(f"expected {names} or a machine file (.toml), got {text!r}")
 
 
@@ -398,25 +406,30 @@ def _check_simulate_options(args: argparse.Namespace, key: str) -> None:
     parser = argparse.ArgumentParser(prog="jaxmb")
     add_parser(parser.add_subparsers(dest="command"))  # this command's own defaults
     defaults = parser.parse_args(["simulate"])
-    for option in dict.fromkeys(o for m in MACHINES.values() for o in m.options):
-        if option in MACHINES[key].options or getattr(args, option) == getattr(defaults, option):
+    machines = _machines()
+    takes = {k: RUNS[e.control].options for k, e in machines.items()}
+    for option in dict.fromkeys(o for r in RUNS.values() for o in r.options):
+        if option in takes[key] or getattr(args, option) == getattr(defaults, option):
             continue
         flag = "--" + option.replace("_", "-")
-        shown = [m.shown for m in MACHINES.values() if option in m.options]
-        machine = args.machine if key != ".toml" else "a machine file"
+        shown = [_shown(k) for k, o in takes.items() if option in o]
+        machine = args.machine if key != _FILE else "a machine file"
         raise SystemExit(
             f"jaxmb simulate: {flag}: not for {machine}; only for --machine {' or '.join(shown)}"
         )
 
 
 def simulate_cmd(args: argparse.Namespace) -> int:
-    machine = MACHINES[_key(args.machine)]
+    key = _key(args.machine)
+    entry = _machines()[key]
+    run = RUNS[entry.control]
     if args.out is None:
-        args.out = machine.out(args)
+        replay = entry.control == "vdc" and args.commands is not None
+        args.out = "out/replay" if replay else f"out/{entry.folder}"
     if args.dt_save is None:
-        args.dt_save = machine.dt_save
-    _check_simulate_options(args, _key(args.machine))
-    return machine.run(args)
+        args.dt_save = run.dt_save
+    _check_simulate_options(args, key)
+    return run.run(args)
 
 
 def add_parser(sub) -> None:
@@ -438,8 +451,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--out",
         default=None,
-        help="output folder (default out/section_iv, out/crane, out/rpr3_flexible, out/machine or "
-        "out/replay)",
+        help="output folder (default out/ and the machine's folder: out/section_iv, out/crane, "
+        "out/rpr3_flexible, out/machine for a machine file; out/replay for a replay of --commands)",
     )
     p.add_argument("--t-final", type=float, default=None, help="duration, s (arm 20, crane 18)")
     p.add_argument(

@@ -1,11 +1,12 @@
-"""Runs of the lift/tilt crane and their reports: the time series in the log format (so that a
-simulated run is a valid log), the counterparts of Petrovic & Mattila (2022) Figs. 13-16 and
-``summary.json``.
+"""Runs of a hydraulic machine file (the built-in crane's or a user's) and their reports: the
+time series in the log format (so that a simulated run is a valid log), the counterparts of
+Petrovic & Mattila (2022) Figs. 13-16 and ``summary.json``.
 
-Log format (shared/specs/lift_tilt_crane.md, "What a logged experiment holds"): ``t`` (s),
-``q1``, ``q2`` (rad), ``qd_q1``, ``qd_q2`` (rad/s), ``p_a_lift``, ``p_b_lift``, ``p_a_tilt``,
-``p_b_tilt`` (Pa), ``u_lift``, ``u_tilt`` (V, as the valve receives them: saturated to +-10 V),
-``x_lift``, ``x_tilt`` (m).
+Log format, per coordinate and cylinder (`log_columns`; for the crane, shared/specs/
+lift_tilt_crane.md, "What a logged experiment holds", whose columns `LOG_COLUMNS` lists):
+``t`` (s), ``q1``, ``q2`` (rad), ``qd_q1``, ``qd_q2`` (rad/s), ``p_a_lift``, ``p_b_lift``,
+``p_a_tilt``, ``p_b_tilt`` (Pa), ``u_lift``, ``u_tilt`` (V, as the valve receives them:
+saturated to +-10 V), ``x_lift``, ``x_tilt`` (m).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ __all__ = [
     "log_columns",
     "read_commands",
     "write_log_csv",
-    "crane_summary",
-    "write_crane_report",
+    "machine_summary",
+    "write_machine_report",
 ]
 
 ACTUATORS = ("lift", "tilt")
@@ -158,7 +159,7 @@ def write_log_csv(path: Path, plant: HydraulicPlant, tr: Trajectory) -> None:
     _write_csv(path, log_columns(plant, tr))
 
 
-def crane_summary(
+def machine_summary(
     plant: HydraulicPlant, tr: Trajectory, extra: dict | None = None, *, tool: str = "tool"
 ) -> dict:
     """Max joint errors, the position error of frame ``tool``, the performance index rho,
@@ -222,7 +223,7 @@ def crane_summary(
     return out
 
 
-def write_crane_report(
+def write_machine_report(
     out: Path,
     plant: HydraulicPlant,
     tr: Trajectory,
@@ -239,7 +240,7 @@ def write_crane_report(
     write_log_csv(out / "timeseries.csv", plant, tr)
     if control:
         _write_csv(out / "control.csv", {"t": np.asarray(tr.t), **control})
-    summary = crane_summary(plant, tr, extra, tool=tool)
+    summary = machine_summary(plant, tr, extra, tool=tool)
     with open(out / "summary.json", "w") as fh:
         json.dump(summary, fh, indent=2)
     if plots:

@@ -21,7 +21,7 @@ chamber stays between return and supply pressure (Assumption 5).
 
 VDC's stability result is virtual stability (Theorem 5), which holds for any positive gains,
 not an ultimate bound that gains must make tight (as eq. (25) is for the arm's `tuning`): the
-constraints here are the actuator limits alone, and `crane_conflicts` names those the tuned
+constraints here are the actuator limits alone, and `vdc_conflicts` names those the tuned
 gains still meet.
 
 The gradient is forward mode (`jax.jacfwd` through `diffrax.ForwardMode`): eight log-gains
@@ -48,13 +48,13 @@ from jaxmb.simulation import simulate
 
 __all__ = [
     "VDC_GAINS",
-    "CraneTuningWeights",
+    "VdcTuningWeights",
     "vdc_controller_with",
-    "crane_tuning_terms",
-    "crane_tuning_loss",
+    "vdc_tuning_terms",
+    "vdc_tuning_loss",
     "loss_of_terms",
-    "crane_loss_and_gradient",
-    "crane_conflicts",
+    "vdc_loss_and_gradient",
+    "vdc_conflicts",
     "VDC",
 ]
 
@@ -62,7 +62,7 @@ VDC_GAINS = ("lam", "k_v", "k_0", "k_x", "k_f")
 
 
 @dataclass(frozen=True)
-class CraneTuningWeights:
+class VdcTuningWeights:
     """Weights and scales of the crane tuning loss (module docstring).
 
     Attributes:
@@ -90,7 +90,7 @@ def vdc_controller_with(base: VDCController, gains: dict) -> VDCController:
     )  # fmt: skip
 
 
-def crane_tuning_terms(
+def vdc_tuning_terms(
     study: MachineStudy, controller: VDCController, values, options: SolverOptions, adjoint=None
 ) -> dict:
     """Differentiable figures of one sample's closed loop for the loss."""
@@ -127,8 +127,8 @@ def crane_tuning_terms(
 _LOSS_TERMS = ("rmse", "effort", "chattering", "saturation", "pressure")
 
 
-def loss_of_terms(terms: dict, weights: CraneTuningWeights):
-    """``(J, aux)`` from the samples' stacked terms (`crane_tuning_terms`, leading axis M)."""
+def loss_of_terms(terms: dict, weights: VdcTuningWeights):
+    """``(J, aux)`` from the samples' stacked terms (`vdc_tuning_terms`, leading axis M)."""
     r = jnp.broadcast_to(jnp.asarray(weights.tolerated_error, float), terms["rmse"].shape[1:])
     track_term = tracking_term(terms["rmse"], r, weights.cvar)
     parts = {k: jnp.mean(jnp.sum(terms[k] ** 2, axis=1)) for k in ("effort", "chattering")} | {
@@ -148,11 +148,11 @@ def loss_of_terms(terms: dict, weights: CraneTuningWeights):
     return J, aux
 
 
-def crane_tuning_loss(theta, g0, study, base, values, weights: CraneTuningWeights, options):
+def vdc_tuning_loss(theta, g0, study, base, values, weights: VdcTuningWeights, options):
     """``(J, aux)`` for the samples ``values`` (M, P), their closed loops vmapped; see the
     module docstring."""
     ctrl = vdc_controller_with(base, gains_of(theta, g0))
-    terms = jax.vmap(lambda v: crane_tuning_terms(study, ctrl, v, options))(values)
+    terms = jax.vmap(lambda v: vdc_tuning_terms(study, ctrl, v, options))(values)
     return loss_of_terms(terms, weights)
 
 
@@ -165,7 +165,7 @@ def _terms_and_jacobian(theta, g0, study, base, value, options):
 
     def f(x):
         ctrl = vdc_controller_with(base, gains_of(unravel(x), g0))
-        t = crane_tuning_terms(study, ctrl, value, options, diffrax.ForwardMode())
+        t = vdc_tuning_terms(study, ctrl, value, options, diffrax.ForwardMode())
         return {k: t[k] for k in _LOSS_TERMS}, t
 
     return jax.jacfwd(f, has_aux=True)(flat)[::-1]
@@ -184,8 +184,8 @@ def _chain(terms, jacobians, weights):
     return (J, aux), grad
 
 
-def crane_loss_and_gradient(study: MachineStudy, base: VDCController, values,
-                            weights: CraneTuningWeights = CraneTuningWeights(),
+def vdc_loss_and_gradient(study: MachineStudy, base: VDCController, values,
+                            weights: VdcTuningWeights = VdcTuningWeights(),
                             rtol: float = 1e-8, atol: float = 1e-10):  # fmt: skip
     """``(fn, g0)``: ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains.
 
@@ -212,7 +212,7 @@ def crane_loss_and_gradient(study: MachineStudy, base: VDCController, values,
     return fn, g0
 
 
-def crane_conflicts(plant, peak, pressure_excess) -> list[str]:
+def vdc_conflicts(plant, peak, pressure_excess) -> list[str]:
     """The actuator limits the gains still meet on the tuning sample: valves asked beyond
     ``u_max`` (``peak`` in units of it) and chambers outside [p_r, p_s] (``pressure_excess``
     as a fraction of the band, chambers a then b per cylinder)."""
@@ -258,14 +258,14 @@ def _result(best, g0, study):
         "peak_command_over_u_max": peak.tolist(),
         "pressure_excess_over_band": px.tolist(),
     }
-    return figures, crane_conflicts(study.plant, peak, px)
+    return figures, vdc_conflicts(study.plant, peak, px)
 
 
 # a hydraulic machine's VDC, tuned within its valves' range and its pressure band
 VDC = Tuner(
     gain_names=VDC_GAINS,
     with_gains=vdc_controller_with,
-    loss_and_gradient=crane_loss_and_gradient,
+    loss_and_gradient=vdc_loss_and_gradient,
     row=_row,
     result=_result,
     steps=20,
