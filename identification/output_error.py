@@ -369,11 +369,7 @@ def _start_state(plant: HydraulicPlant, commands: CommandTable, t0, q0, qd0, p0)
             f = a.friction
             if not isinstance(f, LuGreFriction):
                 raise ValueError(f"actuator {a.name!r}: no start state for {type(f).__name__}")
-            v = xd[i]
-            abs_v = jnp.sqrt(v * v + f.v_eps**2) - f.v_eps
-            moving = abs_v > 1e-12
-            z = jnp.where(moving, f._g(v) * v / (f.sigma0 * jnp.where(moving, abs_v, 1.0)), 0.0)
-            s["z"] = z[None]
+            s["z"] = f.steady_z(xd[i])[None]
         out[a.name] = s
     return out
 

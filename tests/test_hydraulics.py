@@ -129,18 +129,23 @@ def test_lugre_steady_state_is_the_stribeck_curve():
 
     def settle(v):
         z, _ = jax.lax.scan(lambda z, _: (_implicit(fr, v, z), None), jnp.asarray(0.0), None, 4000)
-        return fr.force(v, z)
+        return z
 
     for v in (0.002, 0.02, -0.01):
         g = 210 + 90 * np.exp(-((v / 5e-3) ** 2))
-        np.testing.assert_allclose(settle(v), np.sign(v) * g + 330 * v, rtol=1e-3)
+        z = settle(v)
+        np.testing.assert_allclose(fr.force(v, z), np.sign(v) * g + 330 * v, rtol=1e-3)
+        # the closed form a replay starts its bristles at (`steady_z`) is where they settle
+        np.testing.assert_allclose(fr.steady_z(jnp.asarray(v)), z, rtol=1e-9)
+        np.testing.assert_allclose(fr.stribeck(v), g, rtol=1e-13)
+    assert float(fr.steady_z(jnp.asarray(0.0))) == 0.0
 
 
 def _implicit(fr, v, z0, h=1e-3):
     """One implicit Euler step of the bristle equation at constant v (linear in z, and stiff:
     sigma0 |v| / g reaches 1e5 1/s)."""
     abs_v = jnp.sqrt(v * v + fr.v_eps**2) - fr.v_eps
-    a = fr.sigma0 * abs_v / fr._g(v)
+    a = fr.sigma0 * abs_v / fr.stribeck(v)
     return (z0 + h * v) / (1 + h * a)
 
 

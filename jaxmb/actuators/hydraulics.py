@@ -415,12 +415,26 @@ class LuGreFriction(AbstractFriction):
         self.v_s = _positive(o, "v_s", v_s)
         self.v_eps = _positive(o, "v_eps", v_eps)
 
-    def _g(self, v):
+    def stribeck(self, v):
+        """``g(v) = F_c + (F_s - F_c) exp(-(v / v_s)^2)``: the Stribeck curve, the steady
+        friction force's magnitude at speed ``v``."""
         return self.F_c + (self.F_s - self.F_c) * jnp.exp(-((v / self.v_s) ** 2))
 
+    def _abs(self, v):
+        return jnp.sqrt(v * v + self.v_eps**2) - self.v_eps
+
     def z_rate(self, v, z):
-        abs_v = jnp.sqrt(v * v + self.v_eps**2) - self.v_eps
-        return v - self.sigma0 * abs_v * z / self._g(v)
+        return v - self.sigma0 * self._abs(v) * z / self.stribeck(v)
+
+    def steady_z(self, v):
+        """The bristles' steady deflection at constant ``v`` (``dz/dt = 0``): ``v g(v) /
+        (sigma0 |v|)`` with the smoothed ``|v|``, ``g(v) sign(v) / sigma0`` away from rest, and 0
+        at rest (where it is 0 / 0: a state at rest starts unloaded)."""
+        abs_v = self._abs(v)
+        moving = abs_v > 1e-12
+        return jnp.where(
+            moving, self.stribeck(v) * v / (self.sigma0 * jnp.where(moving, abs_v, 1.0)), 0.0
+        )
 
     def force(self, v, z=None):
         return self.sigma0 * z + self.sigma1 * self.z_rate(v, z) + self.sigma2 * v
