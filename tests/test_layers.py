@@ -145,3 +145,39 @@ def test_importing_starts_no_jax_backend():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True, cwd=ROOT)  # fmt: skip
     assert out.stdout.split()[-1] == "3", out.stdout + out.stderr
+
+
+def _private_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name)`` of each private name (``_x``, not ``__x__``) a module takes from another
+    jaxmb module: imported by name, or read off an imported module (``mod._x``)."""
+    private = lambda n: n.startswith("_") and not n.endswith("__")  # noqa: E731
+    modules, out = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                "jaxmb")):  # fmt: skip
+            base = node.module or ""
+            for a in node.names:
+                if private(a.name):
+                    out.append((node.lineno, f"{base}.{a.name}"))
+                elif f"{base}.{a.name}" in MODULES or node.level:
+                    modules.add(a.asname or a.name)  # a module imported by name
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.asname and a.name.startswith("jaxmb")}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and private(node.attr)):  # fmt: skip
+            out.append((node.lineno, f"{node.value.id}.{node.attr}"))
+    return out
+
+
+def test_private_names_stay_in_their_module():
+    """Issue 30 point 4: a helper another module needs is public where it belongs."""
+    bad = [
+        f"{MODULES[m][0].relative_to(ROOT)}:{line}: {name}"
+        for m, (path, _) in MODULES.items()
+        for line, name in _private_uses(ast.parse(path.read_text()))
+    ]
+    assert not bad, "\n".join(bad)
+    # and the check sees both forms
+    tree = ast.parse("from jaxmb.io import logs\nfrom jaxmb.io.logs import _x\nlogs._y\n")
+    assert [n for _, n in _private_uses(tree)] == ["jaxmb.io.logs._x", "logs._y"]
