@@ -42,7 +42,8 @@ from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
-from jaxmb.io.logs import Log, check_uniform, schema_for, window_option
+from jaxmb.io.log_sampling import check_uniform, window_option
+from jaxmb.io.logs import Log, schema_for
 from jaxmb.io.machine import Machine, check_reach
 from jaxmb.io.params_file import apply_hydraulics
 

@@ -40,15 +40,8 @@ from jaxmb.identification.rigid import (
 )
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
-from jaxmb.io.logs import (
-    LogError,
-    check_uniform,
-    read_log,
-    sampling_report,
-    schema_for,
-    uniform_segments,
-    window_option,
-)
+from jaxmb.io.log_sampling import check_uniform, sampling_report, uniform_segments, window_option
+from jaxmb.io.logs import LogError, read_log, schema_for
 from jaxmb.io.machine import load_machine
 from jaxmb.models.catalog import CATALOG
 from jaxmb.multibody.model import coordinate_joint_types
@@ -97,7 +90,7 @@ def _as_recorded(log, source: str, cutoff: float, resample: str, dt: float | Non
     """``(segments, note)``: a uniform log as its one segment (note None); a log with jittered
     stamps or gaps split at every gap longer than a tenth of the ``cutoff``'s period (and two
     median intervals) and put on a uniform grid of interval ``dt`` (default its median) piece
-    by piece (`jaxmb.io.logs.uniform_segments`; pieces shorter than four of the cutoff's edge trims
+    by piece (`jaxmb.io.log_sampling.uniform_segments`; pieces shorter than four of the cutoff's edge trims
     dropped), or refused with ``resample="off"``. With the cutoff chosen from the motion,
     ``cutoff`` is 10 Hz here."""
     rep = sampling_report(log)

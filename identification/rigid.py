@@ -60,7 +60,7 @@ class RigidSamples(eqx.Module):
     """A log's samples for the regressor at the full rate: ``t (T,)``; positions ``q``
     (zero-phase filtered), ``qd``, ``qdd`` (differentiated) and the generalized forces ``tau``
     as logged, each ``(T, n)``; ``index`` the samples used (edges trimmed, strided); ``fs`` Hz.
-    A log in several uniform segments (split at gaps, `jaxmb.io.logs.uniform_segments`) is their
+    A log in several uniform segments (split at gaps, `jaxmb.io.log_sampling.uniform_segments`) is their
     samples one after another, segment ``k`` at rows ``bounds[k]:bounds[k + 1]``, each filtered
     on its own."""
 
@@ -227,7 +227,7 @@ def rigid_samples(
     coordinate. ``edge`` seconds (default ``3 / cutoff``, where the filtered acceleration error
     falls below 0.1 % of its peak) are left out at both ends and every ``stride``-th sample of
     the rest is used. ``log`` may be several uniform segments of one sampling rate (a log split
-    at its gaps, `jaxmb.io.logs.uniform_segments`): each is filtered, differentiated and trimmed on its
+    at its gaps, `jaxmb.io.log_sampling.uniform_segments`): each is filtered, differentiated and trimmed on its
     own."""
     edge = 3.0 / cutoff if edge is None else edge
     logs = [log] if isinstance(log, Log) else list(log)
@@ -384,7 +384,7 @@ def identify_rigid(
     experiments: Sequence[int] | None = None,
 ) -> RigidIdentification:
     """Identify ``model``'s inertial parameters and the joint ``terms`` from ``log`` (a `Log`,
-    or the uniform segments of one, `jaxmb.io.logs.uniform_segments`).
+    or the uniform segments of one, `jaxmb.io.log_sampling.uniform_segments`).
 
     ``model`` supplies the structure and the prior (CAD) inertial values; ``prior_joint``
     optional prior joint-term values (start of the consistent fit). ``forces`` are known

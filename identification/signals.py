@@ -41,7 +41,8 @@ import numpy as np
 import scipy.signal
 from jaxtyping import ArrayLike, Float
 
-from jaxmb.io.logs import Log, sampling_report, with_note
+from jaxmb.io.log_sampling import sampling_report
+from jaxmb.io.logs import Log, with_note
 
 __all__ = [
     "check_cutoff",
@@ -207,7 +208,7 @@ def _uniform(log: Log, who: str) -> float:
         raise ValueError(
             f"{who}: needs uniform sampling; column 't' has jitter {rep.jitter:.3g} s at median "
             f"dt {rep.dt:.6g} s and {rep.n_gaps} gaps. Put the log on a uniform grid first "
-            "with jaxmb.io.logs.resample"
+            "with jaxmb.io.log_sampling.resample"
         )
     return rep.dt
 
@@ -273,7 +274,7 @@ def estimate_derivatives(
       (``others="filter"``, the default, so that both sides of the model carry the same filter)
       or is left as logged (``others="keep"``).
 
-    Sampling must be uniform (`jaxmb.io.logs.resample` first otherwise). The first
+    Sampling must be uniform (`jaxmb.io.log_sampling.resample` first otherwise). The first
     and last ``~ 1/cutoff`` seconds are the least accurate (edge effects)."""
     if isinstance(coordinates, str):
         raise ValueError(

@@ -93,16 +93,16 @@ def test_kr300_predicts_b_and_c_better_than_the_authors_model(kr300_run):
 def test_kr300_motor_side_torques_through_the_gears():
     """The recordings' motor-side torques times the published gear ratios are the joint torques
     (the converter's tau_ columns), so a motor-side log identifies the same model."""
-    from jaxmb.identification.identify import MODELS
-    from jaxmb.identification.rigid import generalized_forces
+    from jaxmb.identification.rigid import Drives, generalized_forces
     from jaxmb.io.logs import read_log
+    from jaxmb.models.catalog import CATALOG
 
     log = read_log(KR / "kr300_traj_B.parquet")
     names = [f"q{i}" for i in range(1, 7)]
     motor_only = log.__class__(
         log.t, {k: log[k] for k in log.names if not k.startswith("tau_q")}, log.sidecar
     )
-    tau = generalized_forces(motor_only, names, MODELS["kr300"].drives())
+    tau = generalized_forces(motor_only, names, Drives(gear_ratio=CATALOG["kr300"].gear_ratios()))
     np.testing.assert_allclose(tau, log.stack([f"tau_{c}" for c in names]), rtol=1e-12)
 
 

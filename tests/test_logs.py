@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.io.logs import (
-    Log,
-    LogError,
-    read_log,
-    resample,
-    sampling_report,
-    schema_for,
-    validate_log,
-    write_log,
-)
+from jaxmb.io.log_sampling import resample, sampling_report
+from jaxmb.io.logs import Log, LogError, read_log, schema_for, validate_log, write_log
 
 FS = 1000.0  # Hz, as the spec's logs
 N = 600

@@ -20,7 +20,8 @@ import jaxmb
 from jaxmb import cli
 from jaxmb.identification import rigid
 from jaxmb.identification.excitation import FourierTrajectory
-from jaxmb.io.logs import Log, uniform_segments, write_log
+from jaxmb.io.log_sampling import uniform_segments
+from jaxmb.io.logs import Log, write_log
 from jaxmb.multibody.model import replace_body
 
 _DIST = importlib.metadata.distribution("example-robot-data")

@@ -15,7 +15,8 @@ from jaxmb.identification.signals import (
     lowpass,
     savgol_window,
 )
-from jaxmb.io.logs import Log, resample, sampling_report
+from jaxmb.io.log_sampling import resample, sampling_report
+from jaxmb.io.logs import Log
 
 FS = 1000.0
 DT = 1 / FS

@@ -1,25 +1,27 @@
 """Files in and out: URDF (`urdf` reads through the strict `urdf_xml`, `urdf_write`
-writes), the log format (`logs`), identified parameters as a file (`params_file`), and
+writes), the log format (`logs`), how a log is sampled and its resampling (`log_sampling`),
+identified parameters as a file (`params_file`), and
 hydraulic machines from a URDF and a machine file (`machine`)."""
 
+from . import log_sampling as log_sampling
 from . import logs as logs
 from . import machine as machine
 from . import params_file as params_file
 from . import urdf as urdf
 from . import urdf_write as urdf_write
 from . import urdf_xml as urdf_xml
+from .log_sampling import SamplingReport as SamplingReport
+from .log_sampling import UniformSegments as UniformSegments
+from .log_sampling import resample as resample
+from .log_sampling import sampling_report as sampling_report
+from .log_sampling import uniform_segments as uniform_segments
 from .logs import KINDS as KINDS
 from .logs import UNITS as UNITS
 from .logs import Log as Log
 from .logs import LogError as LogError
 from .logs import LogSchema as LogSchema
-from .logs import SamplingReport as SamplingReport
-from .logs import UniformSegments as UniformSegments
 from .logs import read_log as read_log
-from .logs import resample as resample
-from .logs import sampling_report as sampling_report
 from .logs import schema_for as schema_for
-from .logs import uniform_segments as uniform_segments
 from .logs import validate_log as validate_log
 from .logs import with_note as with_note
 from .logs import write_log as write_log
