@@ -5,6 +5,8 @@ import jax
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")  # (n,) vs (n, 1) mix-ups fail loudly
 
+import os  # noqa: E402
+
 import hypothesis  # noqa: E402
 import pytest  # noqa: E402
 
@@ -15,6 +17,35 @@ from jaxmb import compile_cache  # noqa: E402
 # it (jaxlib 0.10.2's CPU loader crashes on the crane tuning's program: jaxmb.compile_cache).
 # tests/test_compile_cache.py runs it in a folder of its own.
 compile_cache.enable()
+
+# $JAXMB_TEST_COMPILE_LOG=DIR: every trace, lowering and XLA compile of the session, one row
+# each (test, event, function, seconds), one file per worker, to find where CI's time goes
+# (compiles dominate it: issue 28). Off by default; the events are JAX's own monitoring ones.
+_COMPILE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+
+
+def _log_compiles(folder: str) -> None:
+    os.makedirs(folder, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    path = os.path.join(folder, f"compiles-{worker}.tsv")
+
+    def listen(event, duration, **kwargs):
+        kind = _COMPILE_EVENTS.get(event)
+        if kind is None:
+            return
+        test = os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ")[0]
+        with open(path, "a") as f:
+            f.write(f"{test}\t{kind}\t{kwargs.get('fun_name', '-')}\t{duration:.3f}\n")
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+
+
+if os.environ.get("JAXMB_TEST_COMPILE_LOG"):
+    _log_compiles(os.environ["JAXMB_TEST_COMPILE_LOG"])
 
 hypothesis.settings.register_profile(
     "jaxmb", deadline=None, max_examples=20, derandomize=True, print_blob=True
