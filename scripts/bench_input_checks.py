@@ -18,20 +18,29 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+import sys  # noqa: E402
+
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import jaxmb  # noqa: E402
-from jaxmb import vdc  # noqa: E402
-from jaxmb.actuators import plant  # noqa: E402
-from jaxmb.algorithms import dynamics, recursive  # noqa: E402
-from jaxmb.constraints import projection  # noqa: E402
-from jaxmb.control import robust, section_iv  # noqa: E402
-from jaxmb.multibody import kinematics  # noqa: E402
+from jaxmb.control import section_iv  # noqa: E402
+from jaxmb.multibody import checks  # noqa: E402
 from jaxmb.simulation import integrate as simulate_module  # noqa: E402
 
-MODULES = (dynamics, kinematics, recursive, projection, vdc, simulate_module)
-ALL = (dynamics, plant, robust, projection)
+
+def _users(name: str) -> tuple:
+    """Every loaded jaxmb module that imported the check ``name`` (the bare run replaces each
+    one's reference), found rather than listed: the checks move with the house's layout."""
+    fn = getattr(checks, name)
+    return tuple(
+        m for k, m in list(sys.modules.items())
+        if k.split(".")[0] in ("jaxmb", "control") and m is not checks
+        and getattr(m, name, None) is fn
+    )  # fmt: skip
+
+
+MODULES, ALL = _users("check_finite"), _users("check_all_finite")
 
 
 def unchecked(x, name):
