@@ -211,6 +211,7 @@ def kr300():
         preds[k] = (s.at("tau"), {"jaxmb": tau, "authors' model": ff[k].stack(cols)}, trimmed)
     times = {"jaxmb": ours_s}
     try:
+        import mujoco  # noqa: F401  (the peer imports it only when it runs)
         import mujoco_sysid_peer as mj
     except ImportError as err:
         print(f"   mujoco.sysid not available ({err}); pip install 'mujoco[sysid]'")

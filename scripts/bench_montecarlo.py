@@ -163,9 +163,10 @@ def main() -> None:
           f"device: {vf * 1e6:.2f} us per state")  # fmt: skip
     if not args.no_mujoco:
         try:
+            import mujoco  # noqa: F401  (the peer imports it only when it runs)
             from mujoco_rollout_peer import rollout_rate
         except ImportError as err:
-            print(f"MuJoCo peer skipped: {err}")
+            print(f"\nMuJoCo peer skipped: {err} (pip install mujoco, or --no-mujoco)")
             return
         print("\nMuJoCo mujoco.rollout, open loop (no controller in the loop), same cores:")
         for b in map(int, args.batches.split(",")):
