@@ -148,12 +148,11 @@ def refit_long(
     train = oe.fit(base, long_spec, masked(seg, ~test_mask), theta0=theta0, **kw)
     test = masked(seg, test_mask)
 
-    def held_out(theta) -> float:
-        # the fit's own compiled program (same parameters and shapes), its Jacobian unused
-        r, _ = oe.residuals_and_jacobian(jnp.asarray(theta), base, long_spec, test, 1e-3)
-        return 0.5 * float(np.sum(np.asarray(r) ** 2))
-
-    cost = {"no": held_out(theta0), "yes": held_out(train.theta)}
+    # the fit's own compiled program (same parameters and shapes), its Jacobian unused
+    cost = {
+        "no": oe.cost(theta0, base, long_spec, test),
+        "yes": oe.cost(train.theta, base, long_spec, test),
+    }
     keep = cost["yes"] < cost["no"]
     report = {
         "choice": "yes" if keep else "no",

@@ -108,7 +108,9 @@ def choose_and_fit(
             "mechanics": "refined" if refined else "fixed",
         }
 
-    kw = dict(max_evaluations=max_evaluations)
+    # every fit below through one compiled program: the richest candidate's columns, those
+    # outside the candidate held by a mask (`output_error.fit`'s ``columns``)
+    kw = dict(max_evaluations=max_evaluations, columns=spec_of(max(leak_opts), max(mech_opts)))
     if len(leak_opts) == 1 and len(mech_opts) == 1:
         spec = spec_of(leak_opts[0], mech_opts[0])
         res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
@@ -133,12 +135,7 @@ def choose_and_fit(
     test = masked(seg, held)
 
     def held_out(r, s) -> float:
-        # the fit's own compiled program (same spec and shapes), its Jacobian unused: one
-        # evaluation costs less than compiling the residual alone (5-10 s on the crane)
-        res, _ = oe.residuals_and_jacobian(
-            jnp.asarray(r.theta), oe.strong_types(plant), s, test, 1e-3
-        )
-        return 0.5 * float(np.sum(np.asarray(res) ** 2))
+        return oe.cost(r.theta, plant, s, test, columns=kw["columns"])
 
     how = (
         f"interleaved cross-validation: fitted on {HELD_OUT - 1} of every {HELD_OUT} segments, "

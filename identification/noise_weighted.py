@@ -37,6 +37,7 @@ def fit_noise_weighted(
     max_evaluations: int = 40,
     dt: float = 1e-3,
     heads: Segments | None = None,
+    columns: HydraulicParameters | None = None,
 ) -> tuple[OutputErrorResult, Segments]:
     """`fit` with every signal scaled by its own residual RMS (`residual_scales`; `output_error`'s module
     docstring): maximum likelihood with unknown noise variances, by alternating the fit and
@@ -57,13 +58,13 @@ def fit_noise_weighted(
     pilot's parameters (`start_states.estimate_start_states`): the measured start velocities
     and pressures are biased where the motion is fast, and a fit from them bends the valves to
     explain the wrong transients. Returns the fit and the segments with the scales and start
-    states it used."""
+    states it used. ``columns`` as `fit`'s."""
     weighted, theta = segments, theta0
     for _ in range(_MAX_PILOTS):
         used = pilot_segments(weighted)
         pilot = fit(
             plant, spec, used, theta0=theta, max_evaluations=max_evaluations, dt=dt,
-            xtol=_PILOT_TOL, ftol=_PILOT_TOL,
+            xtol=_PILOT_TOL, ftol=_PILOT_TOL, columns=columns,
         )  # fmt: skip
         theta, old = pilot.theta, np.asarray(weighted.scale)
         weighted = with_scales(weighted, residual_scales(pilot, used))
@@ -72,5 +73,8 @@ def fit_noise_weighted(
             weighted = estimate_start_states(fitted, heads, weighted, dt=dt)
         if np.all(np.abs(np.log(np.asarray(weighted.scale) / old)) < np.log1p(_SCALE_TOL)):
             break
-    res = fit(plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt)
+    res = fit(
+        plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt,
+        columns=columns,
+    )  # fmt: skip
     return res, weighted

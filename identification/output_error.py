@@ -100,7 +100,11 @@ __all__ = [
     "simulate_one",
     "residuals",
     "residuals_and_jacobian",
+    "embedding",
+    "cost",
     "per_device",
+    "segment_range",
+    "padded",
     "fit",
     "residual_scales",
     "with_scales",
@@ -167,7 +171,10 @@ def initial_theta(plant: HydraulicPlant, spec: HydraulicParameters) -> Float[Arr
 
 
 def plant_with(
-    theta: Float[Array, " P"], plant: HydraulicPlant, spec: HydraulicParameters
+    theta: Float[Array, " P"],
+    plant: HydraulicPlant,
+    spec: HydraulicParameters,
+    active: Float[Array, " P"] | None = None,
 ) -> HydraulicPlant:
     """``plant`` (the nominal) with each selected leaf set to ``reference * exp(theta)`` (a
     centre's coordinate to ``nominal + COM_STEP * theta``). A body keeps its inertia about its
@@ -176,11 +183,18 @@ def plant_with(
     bodies beyond a prismatic joint undetermined, and a point payload unphysical.) Uses
     `equinox.tree_at` (no constructor checks: a log-scaled value is positive by construction;
     an inertia diagonal scaled far from its start can leave the physically realisable set,
-    which `fit`'s ``bound`` does not prevent)."""
+    which `fit`'s ``bound`` does not prevent).
+
+    ``active`` (P,), data rather than structure: where it is 0 the leaf keeps its nominal value
+    whatever theta holds, so one compiled program serves every subset of ``spec``
+    (`fit`'s ``columns``)."""
     if theta.shape != (len(spec),):
         raise ValueError(f"plant_with: theta must have shape ({len(spec)},), got {theta.shape}")
     refs, _ = _references(plant, spec)
     values = _values(refs, theta, spec)
+    if active is not None:
+        nominal = jnp.stack([parameter_getter(plant, n)(plant) for n in spec.names])
+        values = jnp.where(active > 0, values, nominal)
     leaves = [i for i, n in enumerate(spec.names) if not is_entry(n)]
     getters = [parameter_getter(plant, spec.names[i]) for i in leaves]
     out = eqx.tree_at(lambda p: [g(p) for g in getters], plant, [values[i] for i in leaves])
@@ -415,30 +429,37 @@ def residuals(
     segments: Segments,
     *,
     dt: float = 1e-3,
+    active: Float[Array, " P"] | None = None,
 ) -> Float[Array, " N"]:
     r"""The weighted output error ``w (y(theta) - y~) / s`` of every segment, flattened
     (segment, sample, signal order; the zero-weight start samples are kept as zeros so that
-    the shape is static)."""
-    y = simulate_segments(plant_with(theta, plant, spec), segments, dt=dt)
+    the shape is static); ``active`` as `plant_with`'s."""
+    y = simulate_segments(plant_with(theta, plant, spec, active), segments, dt=dt)
     r = (y - segments.targets) / segments.scale[None, None, :] * segments.weights[..., None]
     return jnp.where(jnp.isfinite(r), r, _DIVERGED).reshape(-1)
 
 
-@eqx.filter_jit
 def residuals_and_jacobian(
     theta: Float[Array, " P"],
     plant: HydraulicPlant,
     spec: HydraulicParameters,
     segments: Segments,
     dt: float = 1e-3,
+    active: Float[Array, " P"] | None = None,
 ) -> tuple[Float[Array, " N"], Float[Array, "N P"]]:
     """`residuals` and their Jacobian ``d r / d theta`` by forward mode (`jax.jacfwd`), one
     compiled function per (spec, segment shapes), the segments shared among the local devices
-    (`per_device`)."""
+    (`per_device`). ``active`` (default all 1) is an argument of that function, not part of
+    it: the columns of the leaves it holds at their nominal values come out 0."""
+    active = jnp.ones(len(spec)) if active is None else jnp.asarray(active, float)
+    return _residuals_and_jacobian(theta, plant, spec, segments, dt, active)
 
+
+@eqx.filter_jit
+def _residuals_and_jacobian(theta, plant, spec, segments, dt, active):
     def local(th, p, seg):
         def f(t):
-            r = residuals(t, p, spec, seg, dt=dt).reshape(seg.targets.shape)
+            r = residuals(t, p, spec, seg, dt=dt, active=active).reshape(seg.targets.shape)
             return r, r
 
         J, r = jax.jacfwd(f, has_aux=True)(th)
@@ -447,6 +468,46 @@ def residuals_and_jacobian(
     r, J = per_device(local, theta, plant, segments)
     r, J = r.reshape(-1), J.reshape(-1, theta.shape[0])
     return r, jnp.where(jnp.isfinite(J), J, 0.0)
+
+
+def embedding(
+    spec: HydraulicParameters, columns: HydraulicParameters
+) -> tuple[np.ndarray, Float[Array, " C"]]:
+    """``(index, active)``: where each of ``spec``'s parameters sits among ``columns`` (a
+    superset, the same reference for every name both hold) and the (C,) mask of those
+    columns. Refuses a ``columns`` that lacks one of ``spec``'s names or gives it another
+    reference: theta would then mean another value."""
+    missing = [n for n in spec.names if n not in columns.names]
+    if missing:
+        raise ValueError(f"columns: {missing} of the fitted parameters are not among them")
+    ref, col_ref = dict(spec.reference), dict(columns.reference)
+    other = [n for n in spec.names if ref.get(n) != col_ref.get(n)]
+    if other:
+        raise ValueError(f"columns: {other} have another reference than the fitted parameters")
+    index = np.array([columns.names.index(n) for n in spec.names])
+    return index, jnp.zeros(len(columns)).at[index].set(1.0)
+
+
+def cost(
+    theta: Float[np.ndarray, " P"],
+    plant: HydraulicPlant,
+    spec: HydraulicParameters,
+    segments: Segments,
+    *,
+    columns: HydraulicParameters | None = None,
+    dt: float = 1e-3,
+) -> float:
+    """``1/2 |r|^2`` of `residuals` at ``theta``, by the compiled program `fit` uses for the
+    same ``columns`` and shapes (its Jacobian unused: one evaluation costs less than
+    compiling the residuals alone, 5-10 s on the crane)."""
+    cols = spec if columns is None else columns
+    index, active = embedding(spec, cols)
+    full = np.zeros(len(cols))
+    full[index] = np.asarray(theta, float)
+    r, _ = residuals_and_jacobian(
+        jnp.asarray(full), strong_types(plant), cols, segments, dt, active
+    )
+    return 0.5 * float(np.sum(np.asarray(r) ** 2))
 
 
 def strong_types(tree):
@@ -471,7 +532,7 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
     K = segments.ts.shape[0]
     if len(devices) == 1 or K == 1:
         return fn(theta, plant, segments)
-    segments = _padded(segments, len(devices))
+    segments = padded(segments, len(devices))
     dynamic, static = eqx.partition((plant, segments), eqx.is_array)
     specs = jax.tree.map(lambda _: P(), dynamic)
     specs = eqx.tree_at(
@@ -492,7 +553,15 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
 _PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights")
 
 
-def _padded(segments: Segments, multiple: int) -> Segments:
+def segment_range(segments: Segments, lo: int, hi: int) -> Segments:
+    """The segments ``lo:hi`` of ``segments`` (the log's commands shared)."""
+    return eqx.tree_at(
+        lambda s: [getattr(s, f) for f in _PER_SEGMENT], segments,
+        [getattr(segments, f)[lo:hi] for f in _PER_SEGMENT],
+    )  # fmt: skip
+
+
+def padded(segments: Segments, multiple: int) -> Segments:
     """``segments`` padded to a multiple of ``multiple`` segments with copies of the last one
     that weigh nothing (for an even split over devices)."""
     K = segments.ts.shape[0]
@@ -559,6 +628,7 @@ def fit(
     xtol: float = 1e-6,
     ftol: float = 1e-8,
     dt: float = 1e-3,
+    columns: HydraulicParameters | None = None,
     verbose: bool = False,
 ) -> OutputErrorResult:
     """Least-squares output-error fit from ``theta0`` (default: the nominal plant,
@@ -570,10 +640,18 @@ def fit(
     together, cached). Uncertainty (first order, `theta_covariance`): ``cov(theta) = sigma^2
     (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted residuals, and
     ``std(value) = value * std(theta)`` (``COM_STEP * std(theta)`` for a centre,
-    `value_std`), infinite for a parameter the residuals do not see."""
+    `value_std`), infinite for a parameter the residuals do not see.
+
+    ``columns``: a superset of ``spec`` whose compiled program serves this fit, the columns
+    outside ``spec`` held at their nominal values by a mask (`embedding`): a choice among
+    parameter sets (`model_choice`) compiles one program instead of one per set, each 45-65 s
+    on the crane, at the cost of computing the held columns too."""
     check_type(plant, HydraulicPlant, "fit: plant")
     check_type(spec, HydraulicParameters, "fit: spec")
     check_type(segments, Segments, "fit: segments (see make_segments)")
+    cols = spec if columns is None else columns
+    check_type(cols, HydraulicParameters, "fit: columns")
+    index, active = embedding(spec, cols)
     check_number(bound, "fit: bound", above=0)
     check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
     for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
@@ -581,6 +659,7 @@ def fit(
     # the plant's own theta, also when a start is given: it refuses a leaf at 0 without a
     # reference (which log-space theta would silently hold at 0)
     nominal = initial_theta(plant, spec)
+    initial_theta(plant, cols)  # and the held columns' (a leaf at 0 needs its reference)
     th0 = nominal if theta0 is None else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
     if th0.shape != (len(spec),):
         raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
@@ -594,8 +673,10 @@ def fit(
     def evaluate(x):
         key = np.asarray(x, float).tobytes()
         if key not in cache:
-            r, J = residuals_and_jacobian(jnp.asarray(x), plant, spec, segments, dt)
-            r, J = np.asarray(r), np.asarray(J)
+            full = np.zeros(len(cols))
+            full[index] = x
+            r, J = residuals_and_jacobian(jnp.asarray(full), plant, cols, segments, dt, active)
+            r, J = np.asarray(r), np.asarray(J)[:, index]
             cache.clear()
             cache[key] = (r, J)
             history.append(0.5 * float(r @ r))

@@ -38,7 +38,9 @@ from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification.output_error import (
     Segments,
     make_segments,
+    padded,
     per_device,
+    segment_range,
     simulate_one,
     strong_types,
     with_scales,
@@ -51,6 +53,9 @@ HEAD = 0.1  # s of every sample after a segment's start that its start state is 
 # a velocity's scale: the position scale per this time (s), so that the unknowns are O(1)
 _VELOCITY_TIME = 0.05
 _ITERATIONS = 4
+# segments per device in one call of the compiled estimation: a fixed batch, so that one
+# program serves every count of segments (the fit's 40-120, the long refit's 4)
+_CHUNK = 8
 
 
 def head_segments(
@@ -160,7 +165,18 @@ def estimate_start_states(
     check_type(segments, Segments, "estimate_start_states: segments")
     check_number(dt, "estimate_start_states: dt (s)", above=0)
     heads = with_scales(heads, np.asarray(segments.scale))
+    # in batches of `_CHUNK` segments a device, the last padded with copies: one compiled
+    # program for every count of segments (compiling it costs 25-40 s on the crane, the
+    # estimation of 80 segments 1.5-3 s); each segment's estimate is its own
+    K, chunk, plant = heads.ts.shape[0], _CHUNK * len(jax.local_devices()), strong_types(plant)
+    heads = padded(heads, chunk)
+    parts = [
+        _estimate_jit(plant, segment_range(heads, lo, lo + chunk), dt)
+        for lo in range(0, heads.ts.shape[0], chunk)
+    ]
     # on the host, unsharded: a start state split among the devices (`per_device`) would be
     # a new input type to the fit's compiled program, and compile it again
-    new = tuple(jnp.asarray(np.asarray(x)) for x in _estimate_jit(strong_types(plant), heads, dt))
+    new = tuple(
+        jnp.asarray(np.concatenate([np.asarray(p[i]) for p in parts])[:K]) for i in range(3)
+    )
     return eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), segments, new)

@@ -19,6 +19,7 @@ from jaxmb.identification.hydraulic_route import log_columns
 from jaxmb.identification.output_error import (
     COM_STEP,
     HydraulicParameters,
+    embedding,
     fit,
     initial_theta,
     make_segments,
@@ -228,6 +229,41 @@ def test_jacobian_matches_central_differences(nominal, spec, segments):
         jd = J @ d
         assert np.linalg.norm(jd) > 0
         np.testing.assert_allclose(jd, fd, atol=1e-6 * np.linalg.norm(jd))
+    # the same compiled program for a subset of the columns (`fit`'s ``columns``): the mask
+    # holds the leakages at their nominal 0, which log-space theta only approaches (-60: a
+    # leakage 1e-40 m^3/(s Pa)); their columns come out 0, the others those of that plant
+    leaks = np.array([n in LEAKS for n in spec.names])
+    r_m, J_m = residuals_and_jacobian(
+        theta, nominal, spec, segments, active=jnp.asarray(~leaks, float)
+    )
+    r_0, J_0 = residuals_and_jacobian(jnp.where(leaks, -60.0, theta), nominal, spec, segments)
+    assert not np.asarray(J_m)[:, leaks].any()
+    np.testing.assert_allclose(r_m, r_0, rtol=0, atol=1e-12 * np.abs(r_0).max())
+    np.testing.assert_allclose(
+        np.asarray(J_m)[:, ~leaks], np.asarray(J_0)[:, ~leaks], rtol=0,
+        atol=1e-12 * np.abs(J_0).max(),
+    )  # fmt: skip
+
+
+def test_a_subset_embeds_in_columns_with_the_same_references(nominal, spec):
+    """`embedding` places a subset's parameters among a superset's columns, and refuses a
+    superset that lacks one or references it otherwise (theta would mean another value)."""
+    lift_leak = "cylinder.lift.c_int"
+    sub = HydraulicParameters(["cylinder.tilt.beta", lift_leak], reference={lift_leak: 1e-14})
+    index, active = embedding(sub, spec)
+    assert [spec.names[i] for i in index] == list(sub.names)
+    assert float(active.sum()) == 2 and bool(active[index].all())
+    with pytest.raises(ValueError, match=r"columns: \['cylinder.tilt.beta'\] .* not among"):
+        embedding(sub, HydraulicParameters(VALVES + list(LEAKS), reference=LEAKS))
+    with pytest.raises(ValueError, match="another reference"):
+        embedding(sub, HydraulicParameters(VALVES + BETAS + list(LEAKS), reference={
+            "cylinder.lift.c_int": 2e-14, "cylinder.tilt.c_int": 1e-14}))  # fmt: skip
+    # the mask holds a leaf at its nominal value whatever theta holds
+    th = jnp.asarray(np.linspace(-0.2, 0.3, len(spec)))
+    masked = plant_with(th, nominal, spec, active)
+    alone = plant_with(th[index], nominal, sub)
+    for a, b in zip(jax.tree.leaves(masked), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_fit_recovers_the_true_hydraulics(result, truth, spec):
