@@ -103,8 +103,7 @@ __all__ = [
     "embedding",
     "cost",
     "per_device",
-    "segment_range",
-    "padded",
+    "segment_batches",
     "fit",
     "residual_scales",
     "with_scales",
@@ -532,7 +531,7 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
     K = segments.ts.shape[0]
     if len(devices) == 1 or K == 1:
         return fn(theta, plant, segments)
-    segments = padded(segments, len(devices))
+    segments = _padded(segments, len(devices))
     dynamic, static = eqx.partition((plant, segments), eqx.is_array)
     specs = jax.tree.map(lambda _: P(), dynamic)
     specs = eqx.tree_at(
@@ -553,15 +552,27 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
 _PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights")
 
 
-def segment_range(segments: Segments, lo: int, hi: int) -> Segments:
-    """The segments ``lo:hi`` of ``segments`` (the log's commands shared)."""
-    return eqx.tree_at(
-        lambda s: [getattr(s, f) for f in _PER_SEGMENT], segments,
-        [getattr(segments, f)[lo:hi] for f in _PER_SEGMENT],
-    )  # fmt: skip
+def segment_batches(segments: Segments, size: int) -> list[Segments]:
+    """``segments`` in batches of ``size`` (the log's commands shared), the last padded with
+    copies of the last segment that weigh nothing: a compiled program of one batch's shape
+    serves every count of segments. On the host (numpy): slicing on the device would compile
+    an eager program for every new count."""
+    K = segments.ts.shape[0]
+    fields = {f: np.asarray(getattr(segments, f)) for f in _PER_SEGMENT}
+    extra = -K % size
+    fields = {f: np.concatenate([x, np.repeat(x[-1:], extra, axis=0)]) for f, x in fields.items()}
+    fields["weights"][K:] = 0.0
+    return [
+        eqx.tree_at(
+            lambda s: [getattr(s, f) for f in _PER_SEGMENT],
+            segments,
+            [fields[f][lo : lo + size] for f in _PER_SEGMENT],
+        )  # fmt: skip
+        for lo in range(0, K + extra, size)
+    ]
 
 
-def padded(segments: Segments, multiple: int) -> Segments:
+def _padded(segments: Segments, multiple: int) -> Segments:
     """``segments`` padded to a multiple of ``multiple`` segments with copies of the last one
     that weigh nothing (for an even split over devices)."""
     K = segments.ts.shape[0]
@@ -820,6 +831,22 @@ def _segments_jit(plant, segments, dt):
     return simulate_segments(plant, segments, dt=dt)
 
 
+# segments simulated in one call of `predict`'s compiled program: a fixed batch, so that one
+# program serves every log's count of segments of the same length (the fit log's 80, a
+# validation log's 40: a compile is 10-12 s on the crane, 32 of its 0.5 s segments ~0.3 s)
+_PREDICT_BATCH = 32
+
+
+def _simulate_in_batches(plant: HydraulicPlant, segments: Segments, dt: float) -> np.ndarray:
+    """`simulate_segments` in batches of `_PREDICT_BATCH` segments (the last padded with
+    copies); a single segment (a free run) as it is."""
+    K = segments.ts.shape[0]
+    if K == 1:
+        return np.asarray(_segments_jit(plant, segments, dt))
+    parts = [_segments_jit(plant, b, dt) for b in segment_batches(segments, _PREDICT_BATCH)]
+    return np.concatenate([np.asarray(y) for y in parts])[:K]
+
+
 def predict(
     plant: HydraulicPlant,
     log: Mapping[str, np.ndarray],
@@ -851,7 +878,7 @@ def predict(
             plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end,
             dt=dt,
         )  # fmt: skip
-    y = np.asarray(_segments_jit(strong_types(plant), seg, dt))
+    y = _simulate_in_batches(strong_types(plant), seg, dt)
     keep = np.asarray(seg.weights) > 0
     meas = np.asarray(seg.targets)[keep]
     pred = y[keep]

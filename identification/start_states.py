@@ -38,9 +38,8 @@ from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification.output_error import (
     Segments,
     make_segments,
-    padded,
     per_device,
-    segment_range,
+    segment_batches,
     simulate_one,
     strong_types,
     with_scales,
@@ -168,12 +167,9 @@ def estimate_start_states(
     # in batches of `_CHUNK` segments a device, the last padded with copies: one compiled
     # program for every count of segments (compiling it costs 25-40 s on the crane, the
     # estimation of 80 segments 1.5-3 s); each segment's estimate is its own
-    K, chunk, plant = heads.ts.shape[0], _CHUNK * len(jax.local_devices()), strong_types(plant)
-    heads = padded(heads, chunk)
-    parts = [
-        _estimate_jit(plant, segment_range(heads, lo, lo + chunk), dt)
-        for lo in range(0, heads.ts.shape[0], chunk)
-    ]
+    K, plant = heads.ts.shape[0], strong_types(plant)
+    batches = segment_batches(heads, _CHUNK * len(jax.local_devices()))
+    parts = [_estimate_jit(plant, b, dt) for b in batches]
     # on the host, unsharded: a start state split among the devices (`per_device`) would be
     # a new input type to the fit's compiled program, and compile it again
     new = tuple(

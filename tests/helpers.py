@@ -12,10 +12,10 @@ import jaxmb
 _COMPILES: list[list[str]] = []  # the open `backend_compiles` counters
 
 
-def _count_compile(event: str, duration: float, **_) -> None:
+def _count_compile(event: str, duration: float, **kwargs) -> None:
     if event == "/jax/core/compile/backend_compile_duration":
         for c in _COMPILES:
-            c.append(event)
+            c.append(kwargs.get("fun_name", event))  # "jit(name)", where JAX says
 
 
 jax.monitoring.register_event_duration_secs_listener(_count_compile)
@@ -23,8 +23,9 @@ jax.monitoring.register_event_duration_secs_listener(_count_compile)
 
 @contextlib.contextmanager
 def backend_compiles():
-    """A list that gains one entry per XLA compile (JAX's monitoring events) while the block
-    runs: a test that a program is reused checks that it stays empty."""
+    """A list that gains one entry per XLA compile (JAX's monitoring events; the compiled
+    function's name, ``"jit(name)"``) while the block runs: a test that a program is reused
+    checks that it stays empty, or that it lacks that program's name."""
     counter: list[str] = []
     _COMPILES.append(counter)
     try:

@@ -309,6 +309,15 @@ def test_identified_plant_predicts_the_validation_log_better(result, nominal, tr
     # the nominal's program serves the fitted plant: `plant_with` makes its leaves strongly
     # typed, the file's plant holds weakly typed ones (`output_error.strong_types`)
     assert not compiled
+    # and another count of segments (6 of 12): predictions run in fixed batches, padded (the
+    # new span's segments are cut by small eager programs; the simulation is not compiled)
+    with backend_compiles() as compiled:
+        half = predict(result.plant, cols, t_start=1.0, t_end=4.0)
+    assert "jit(_segments_jit)" not in compiled and len(compiled) < 30, compiled
+    n = half["t"].size
+    np.testing.assert_array_equal(half["t"], fitted["t"][:n])
+    for c in nom["rmse"]:
+        np.testing.assert_array_equal(half["predicted"][c], fitted["predicted"][c][:n])
     print("\nvalidation RMSE (bar / mrad): nominal -> identified")
     for c in nom["rmse"]:
         k = 1e-5 if c.startswith("p_") else 1e3
