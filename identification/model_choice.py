@@ -108,8 +108,9 @@ def choose_and_fit(
             "mechanics": "refined" if refined else "fixed",
         }
 
-    # every fit below through one compiled program: the richest candidate's columns, those
-    # outside the candidate held by a mask (`output_error.fit`'s ``columns``)
+    # every fit below through one compiled program per segment shape (the pilots' half and
+    # the whole): the union of the candidates' columns, those outside the candidate fitted
+    # held at their nominal values by a mask (`output_error.fit`'s ``columns``)
     kw = dict(max_evaluations=max_evaluations, columns=spec_of(max(leak_opts), max(mech_opts)))
     if len(leak_opts) == 1 and len(mech_opts) == 1:
         spec = spec_of(leak_opts[0], mech_opts[0])

@@ -450,7 +450,7 @@ def residuals_and_jacobian(
     compiled function per (spec, segment shapes), the segments shared among the local devices
     (`per_device`). ``active`` (default all 1) is an argument of that function, not part of
     it: the columns of the leaves it holds at their nominal values come out 0."""
-    active = jnp.ones(len(spec)) if active is None else jnp.asarray(active, float)
+    active = jnp.asarray(np.ones(len(spec)) if active is None else active, float)
     return _residuals_and_jacobian(theta, plant, spec, segments, dt, active)
 
 
@@ -470,7 +470,7 @@ def _residuals_and_jacobian(theta, plant, spec, segments, dt, active):
 
 
 def embedding(
-    spec: HydraulicParameters, columns: HydraulicParameters
+    spec: HydraulicParameters, columns: HydraulicParameters, who: str = "embedding"
 ) -> tuple[np.ndarray, Float[Array, " C"]]:
     """``(index, active)``: where each of ``spec``'s parameters sits among ``columns`` (a
     superset, the same reference for every name both hold) and the (C,) mask of those
@@ -478,13 +478,17 @@ def embedding(
     reference: theta would then mean another value."""
     missing = [n for n in spec.names if n not in columns.names]
     if missing:
-        raise ValueError(f"columns: {missing} of the fitted parameters are not among them")
+        raise ValueError(f"{who}: columns: {missing} of the fitted parameters are not among them")
     ref, col_ref = dict(spec.reference), dict(columns.reference)
     other = [n for n in spec.names if ref.get(n) != col_ref.get(n)]
     if other:
-        raise ValueError(f"columns: {other} have another reference than the fitted parameters")
+        raise ValueError(
+            f"{who}: columns: {other} have another reference than the fitted parameters"
+        )
     index = np.array([columns.names.index(n) for n in spec.names])
-    return index, jnp.zeros(len(columns)).at[index].set(1.0)
+    active = np.zeros(len(columns))
+    active[index] = 1.0  # built on the host: an eager `.at[].set` compiles per shape
+    return index, jnp.asarray(active)
 
 
 def cost(
@@ -500,9 +504,12 @@ def cost(
     same ``columns`` and shapes (its Jacobian unused: one evaluation costs less than
     compiling the residuals alone, 5-10 s on the crane)."""
     cols = spec if columns is None else columns
-    index, active = embedding(spec, cols)
+    index, active = embedding(spec, cols, "cost")
+    theta = np.asarray(theta, float)
+    if theta.shape != (len(spec),):
+        raise ValueError(f"cost: theta must have shape ({len(spec)},), got {theta.shape}")
     full = np.zeros(len(cols))
-    full[index] = np.asarray(theta, float)
+    full[index] = theta
     r, _ = residuals_and_jacobian(
         jnp.asarray(full), strong_types(plant), cols, segments, dt, active
     )
@@ -655,14 +662,14 @@ def fit(
 
     ``columns``: a superset of ``spec`` whose compiled program serves this fit, the columns
     outside ``spec`` held at their nominal values by a mask (`embedding`): a choice among
-    parameter sets (`model_choice`) compiles one program instead of one per set, each 45-65 s
-    on the crane, at the cost of computing the held columns too."""
+    parameter sets (`model_choice`) compiles one program per segment shape instead of one per
+    set and shape (30-50 s each on the crane), at the cost of computing the held columns too."""
     check_type(plant, HydraulicPlant, "fit: plant")
     check_type(spec, HydraulicParameters, "fit: spec")
     check_type(segments, Segments, "fit: segments (see make_segments)")
     cols = spec if columns is None else columns
     check_type(cols, HydraulicParameters, "fit: columns")
-    index, active = embedding(spec, cols)
+    index, active = embedding(spec, cols, "fit")
     check_number(bound, "fit: bound", above=0)
     check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
     for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
@@ -831,22 +838,6 @@ def _segments_jit(plant, segments, dt):
     return simulate_segments(plant, segments, dt=dt)
 
 
-# segments simulated in one call of `predict`'s compiled program: a fixed batch, so that one
-# program serves every log's count of segments of the same length (the fit log's 80, a
-# validation log's 40: a compile is 10-12 s on the crane, 32 of its 0.5 s segments ~0.3 s)
-_PREDICT_BATCH = 32
-
-
-def _simulate_in_batches(plant: HydraulicPlant, segments: Segments, dt: float) -> np.ndarray:
-    """`simulate_segments` in batches of `_PREDICT_BATCH` segments (the last padded with
-    copies); a single segment (a free run) as it is."""
-    K = segments.ts.shape[0]
-    if K == 1:
-        return np.asarray(_segments_jit(plant, segments, dt))
-    parts = [_segments_jit(plant, b, dt) for b in segment_batches(segments, _PREDICT_BATCH)]
-    return np.concatenate([np.asarray(y) for y in parts])[:K]
-
-
 def predict(
     plant: HydraulicPlant,
     log: Mapping[str, np.ndarray],
@@ -878,7 +869,7 @@ def predict(
             plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end,
             dt=dt,
         )  # fmt: skip
-    y = _simulate_in_batches(strong_types(plant), seg, dt)
+    y = np.asarray(_segments_jit(strong_types(plant), seg, dt))
     keep = np.asarray(seg.weights) > 0
     meas = np.asarray(seg.targets)[keep]
     pred = y[keep]

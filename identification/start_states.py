@@ -53,7 +53,8 @@ HEAD = 0.1  # s of every sample after a segment's start that its start state is 
 _VELOCITY_TIME = 0.05
 _ITERATIONS = 4
 # segments per device in one call of the compiled estimation: a fixed batch, so that one
-# program serves every count of segments (the fit's 40-120, the long refit's 4)
+# program serves every count of segments cut from one log (the fit's 40-120, the long
+# refit's 4; the log's command table is part of the program's shapes)
 _CHUNK = 8
 
 
