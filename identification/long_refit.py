@@ -24,6 +24,12 @@ for 250). A validation log that names its payload then replayed the lift, fold a
 with the payload held, the booms came out at 246.8, 180.03 and 90.02 kg (250, 180, 90) and
 the named payload's replay at 0.88x, 1.02x and 1.05x.
 
+Each long segment is fitted as a chain of pieces of at most 1 s (`piece_segments`,
+`shooting.fit_chains`: multiple shooting with continuity as a constraint, condensed), the
+same least-squares problem as the long segment's single shooting where the chains close, its
+pieces run side by side instead of 10 000 RK4 steps in sequence. The held-out long segments
+are scored by single shooting (`replay_cost`: a simulation without Jacobian).
+
 A longer horizon is not always better (a valve coefficient the long refit trades against a
 mass is worse for another motion), so, as `model_choice` does for the structure, the log
 decides: three of every `HELD_OUT` long segments are fitted, the fourth scored by both
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -42,9 +49,10 @@ from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.model_choice import HELD_OUT, extended_theta, masked, spec_for
+from jaxmb.identification.shooting import PIECE_TIME, fit_chains
 from jaxmb.identification.start_states import estimate_start_states, head_segments
 
-__all__ = ["CHOICES", "LONG_TIME", "long_segments", "refit_long"]
+__all__ = ["CHOICES", "LONG_TIME", "long_segments", "piece_segments", "refit_long", "replay_cost"]
 
 CHOICES = ("auto", "no", "yes")
 LONG_TIME = 10.0  # s: the longest long segment (the fit span cut into at least HELD_OUT)
@@ -70,11 +78,52 @@ def long_segments(
     samples = ((hi - lo) // n // STRIDE) * STRIDE
     if samples < STRIDE:
         raise ValueError(f"long segments: the fit span ({(hi - lo) * h:g} s) is too short")
+    # a whole number of pieces (`piece_segments`), each a whole number of STRIDE samples
+    m = min(samples // STRIDE, int(np.ceil(samples * h / PIECE_TIME - 1e-9)))
+    samples = m * ((samples // m // STRIDE) * STRIDE)
     seg = oe.make_segments(
         plant, log, segment_time=samples * h, stride=STRIDE, t_start=float(t[lo]),
         t_end=float(t[hi]),
     )  # fmt: skip
     return oe.with_scales(seg, np.asarray(scales))
+
+
+def piece_segments(
+    plant: HydraulicPlant, log: Mapping[str, np.ndarray], long: oe.Segments
+) -> tuple[oe.Segments, int]:
+    """``long`` (`long_segments`) cut into ``m`` equal pieces each, at most `PIECE_TIME`
+    long, that `shooting.fit_chains` fits as chains: ``(pieces, m)``, the pieces in the
+    log's order (chain ``k`` holds pieces ``k m .. k m + m - 1``) with ``long``'s scales."""
+    ts = np.asarray(long.ts)
+    t = np.asarray(log["t"], float)
+    h = float(np.mean(np.diff(t)))
+    samples = int(round((ts[0, -1] - ts[0, 0]) / h))
+    m = min(samples // STRIDE, int(np.ceil(samples * h / PIECE_TIME - 1e-9)))
+    pieces = oe.make_segments(
+        plant, log, segment_time=samples // m * h, stride=STRIDE, t_start=float(ts[0, 0]),
+        t_end=float(ts[-1, -1]),
+    )  # fmt: skip
+    K = ts.shape[0] * m
+    p_ts = np.asarray(pieces.ts)
+    if p_ts.shape[0] < K or not np.allclose(p_ts[:K:m, 0], ts[:, 0]):
+        raise ValueError("piece_segments: the pieces do not start where the long segments do")
+    pieces = eqx.tree_at(
+        lambda s: [getattr(s, f) for f in oe._PER_SEGMENT], pieces,
+        [getattr(pieces, f)[:K] for f in oe._PER_SEGMENT],
+    )  # fmt: skip
+    return oe.with_scales(pieces, np.asarray(long.scale)), m
+
+
+def replay_cost(
+    theta: np.ndarray, plant: HydraulicPlant, spec: oe.HydraulicParameters, seg: oe.Segments
+) -> float:
+    """``1/2 |r|^2`` of ``seg``'s segments simulated whole (single shooting, no Jacobian)
+    with ``spec`` at ``theta``: a held-out score."""
+    fitted = oe.strong_types(oe.plant_with(jnp.asarray(theta), plant, spec))
+    y = np.asarray(oe._segments_jit(fitted, seg, 1e-3))
+    r = (y - np.asarray(seg.targets)) / np.asarray(seg.scale) * np.asarray(seg.weights)[..., None]
+    r = np.where(np.isfinite(r), r, oe._DIVERGED)
+    return 0.5 * float(np.sum(r**2))
 
 
 def long_selectors(
@@ -131,27 +180,36 @@ def refit_long(
     theta0 = extended_theta(res, long_spec)
     short = oe.plant_with(jnp.asarray(theta0), base, long_spec)
     seg = long_segments(base, log, scales, t_start=t_start, t_end=t_end)
-    heads = head_segments(base, log, seg)
-    seg = estimate_start_states(short, heads, seg)
+    pieces, m = piece_segments(base, log, seg)
+    heads = head_segments(base, log, pieces)
+    pieces = estimate_start_states(short, heads, pieces)
     about = {
         "parameters": list(names),
         "held_at_short_fit": list(held),
         "segments": int(seg.ts.shape[0]),
         "segment_time_s": float(seg.ts[0, -1] - seg.ts[0, 0]),
+        "pieces_per_segment": m,
+        "piece_time_s": float(pieces.ts[0, -1] - pieces.ts[0, 0]),
     }
     kw = dict(max_evaluations=max_evaluations)
     if choice == "yes":
-        out = oe.fit(base, long_spec, seg, theta0=theta0, **kw)
+        out, _ = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
         return out, long_spec, base, held, {"choice": "yes", "how": "--long-refit yes", **about}
+    chain = np.arange(pieces.ts.shape[0]) // m
+    train = fit_chains(
+        base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m, theta0=theta0,
+        **kw,
+    )[0]  # fmt: skip
+    # the held-out long segments run whole from the chains' estimated first start states
     k = np.arange(seg.ts.shape[0])
-    test_mask = k % HELD_OUT == HELD_OUT - 1
-    train = oe.fit(base, long_spec, masked(seg, ~test_mask), theta0=theta0, **kw)
-    test = masked(seg, test_mask)
-
-    # the fit's own compiled program (same parameters and shapes), its Jacobian unused
+    test = masked(
+        eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), seg,
+                    (pieces.q0[::m], pieces.qd0[::m], pieces.p0[::m])),
+        k % HELD_OUT == HELD_OUT - 1,
+    )  # fmt: skip
     cost = {
-        "no": oe.cost(theta0, base, long_spec, test),
-        "yes": oe.cost(train.theta, base, long_spec, test),
+        "no": replay_cost(theta0, base, long_spec, test),
+        "yes": replay_cost(train.theta, base, long_spec, test),
     }
     keep = cost["yes"] < cost["no"]
     report = {
@@ -164,6 +222,6 @@ def refit_long(
     if not keep:
         return res, spec, plant, {}, report
     fitted = oe.plant_with(jnp.asarray(train.theta), base, long_spec)
-    seg = estimate_start_states(fitted, heads, seg)
-    out = oe.fit(base, long_spec, seg, theta0=train.theta, **kw)
+    pieces = estimate_start_states(fitted, heads, pieces)
+    out, _ = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
     return out, long_spec, base, held, report

@@ -402,19 +402,29 @@ def simulate_segments(
 
 
 def simulate_one(
-    plant: HydraulicPlant, segments: Segments, ts, q0, qd0, p0, *, dt: float = 1e-3
-) -> Float[Array, "S c"]:
+    plant: HydraulicPlant,
+    segments: Segments,
+    ts,
+    q0,
+    qd0,
+    p0,
+    *,
+    dt: float = 1e-3,
+    end_velocity: bool = False,
+) -> Float[Array, "S c"] | tuple[Float[Array, "S c"], Float[Array, " n"]]:
     """One segment of `simulate_segments` from the start state ``(q0, qd0, p0)`` at
     ``ts[0]``: the signals ``segments.signal_names`` at ``ts``, differentiable in forward
     mode with the plant's state Jacobian shared among the columns
-    (`SharedJacobianForwardMode`)."""
+    (`SharedJacobianForwardMode`). ``end_velocity``: also the velocities at ``ts[-1]``
+    (with the signals' last row, the state a next segment starts from; `shooting`)."""
     act0 = _start_state(plant, segments.commands, ts[0], q0, qd0, p0)
     tr = simulate(
         plant, segments.commands, None, q0, qd0, ts,
         solver="rk4", fixed_step=dt, actuator_state0=act0, max_steps=segments.n_steps,
         adjoint=SharedJacobianForwardMode(), throw=False,
     )  # fmt: skip
-    return jnp.stack([tr.signal(c) for c in segments.signal_names], axis=-1)
+    y = jnp.stack([tr.signal(c) for c in segments.signal_names], axis=-1)
+    return (y, tr.qd[-1]) if end_velocity else y
 
 
 # a diverged segment (NaN) costs this much per residual instead of poisoning the solver
@@ -718,15 +728,35 @@ def fit(
     )
     wall = time.perf_counter() - t0
     r, J = evaluate(sol.x)
-    sigma2, cov, undetermined = theta_covariance(J, r, segments.n_residuals)
-    vals = parameter_values(jnp.asarray(sol.x), plant, spec)
+    return fit_result(
+        sol.x, plant, spec, r, J, segments.n_residuals, history,
+        n_evaluations=int(sol.nfev), wall_time=wall, success=bool(sol.success),
+        message=str(sol.message),
+    )  # fmt: skip
+
+
+def fit_result(
+    theta: Float[np.ndarray, " P"],
+    plant: HydraulicPlant,
+    spec: HydraulicParameters,
+    r: Float[np.ndarray, " N"],
+    J: Float[np.ndarray, "N P"],
+    n_residuals: int,
+    history: list[float],
+    **solver,
+) -> OutputErrorResult:
+    """The `OutputErrorResult` of a fit that ended at ``theta`` with residuals ``r`` and
+    Jacobian ``J`` there (`theta_covariance`); ``solver``: its n_evaluations, wall_time,
+    success and message."""
+    sigma2, cov, undetermined = theta_covariance(J, r, n_residuals)
+    vals = parameter_values(jnp.asarray(theta), plant, spec)
     sd = np.where(undetermined, np.inf, np.sqrt(np.clip(np.diag(cov), 0.0, None)))
     return OutputErrorResult(
         names=spec.names,
-        theta=np.asarray(sol.x),
+        theta=np.asarray(theta),
         values=vals,
         std=value_std(sd, spec, vals),
-        plant=plant_with(jnp.asarray(sol.x), plant, spec),
+        plant=plant_with(jnp.asarray(theta), plant, spec),
         cost=0.5 * float(r @ r),
         cost0=history[0],
         cost_history=np.asarray(history),
@@ -734,10 +764,7 @@ def fit(
         jacobian=J,
         sigma2=sigma2,
         covariance=cov,
-        n_evaluations=int(sol.nfev),
-        wall_time=wall,
-        success=bool(sol.success),
-        message=str(sol.message),
+        **solver,
     )
 
 

@@ -1,0 +1,232 @@
+r"""Long segments fitted as chains of short pieces: multiple shooting, condensed (Bock & Plitt
+1984).
+
+A free-run error builds up over seconds, so the long refit (`long_refit`) fits segments of
+about 10 s. Simulated whole, a 10 s segment is 10 000 RK4 steps in sequence, each carrying
+the P tangent columns of the forward-mode Jacobian: one evaluation of a 60 s crane log took
+11 s on this 2-core machine. Here each long segment is a chain of ``m`` pieces of about
+1 s (`PIECE_TIME`) that run side by side (`jax.vmap`, the pieces shared among the devices):
+ten times fewer steps in sequence, each over ten times more lanes.
+
+Unknowns: theta and the start state ``x_k = (q_k, qd_k, p_k)`` of every piece but a chain's
+first (which starts from its estimated state, as the long segment did). Continuity, piece
+``k - 1``'s end state ``e_{k-1}`` equal to ``x_k``, is a constraint, not a penalty:
+linearised, a step ``dtheta`` moves the next start by
+
+    dx_k = c_k + E^theta_{k-1} dtheta + E^x_{k-1} dx_{k-1},   c_k = e_{k-1} - x_k,
+
+so ``dx_k = a_k + D_k dtheta`` along a chain (``a`` and ``D`` by that recursion from
+``dx = 0`` at its first piece) and each piece's residuals ``r_k + J^x_k dx_k + J^theta_k
+dtheta`` become ``r~_k + J~_k dtheta`` with ``r~_k = r_k + J^x_k a_k`` and ``J~_k =
+J^theta_k + J^x_k D_k``: condensing (Bock & Plitt 1984, Section 4). Each Levenberg-Marquardt
+step then solves a P-dimensional problem and moves the start states with it, closing the
+gaps to first order. ``1/2 |r~|^2`` is, to first order, the cost of the continuous run at
+theta; it is what a step is accepted on. Where the gaps are closed, ``r~`` and ``J~`` are the
+long segment's residuals and Jacobian (tests/test_shooting.py checks both against a 10 s
+single-shooting run), so the result and its covariance are the long segment's fit.
+
+The pieces' start states and end states are in the scaled units of `start_states` (the
+residual scales, velocities per 50 ms). The tangent columns of a start state cost little: a
+state tangent is propagated by the shared state Jacobian (`SharedJacobianForwardMode`), a
+parameter's also through the plant."""
+
+from __future__ import annotations
+
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import output_error as oe
+from jaxmb.identification.start_states import _unknowns_scale
+from jaxmb.multibody.checks import check_number, check_type
+
+__all__ = ["PIECE_TIME", "linearized", "condensed", "fit_chains"]
+
+PIECE_TIME = 1.0  # s: the longest piece (measured on the crane's 40 s log, one evaluation:
+# 4 x 10 s 14.6 s, 20 x 2 s 4.9 s, 40 x 1 s 3.8 s)
+
+
+# a chain is closed where no gap exceeds this (scaled units: a millionth of a signal's
+# residual scale). While one is open, ``1/2 |r~|^2`` is a first-order estimate only, biased
+# low (measured from the log's start states on the crane: 367 against 755 once closed; with
+# gaps of 1e-3, 0.15 of 705): a step refused from open chains is followed by one that only
+# closes them (theta unchanged), so that no step is refused for a bias of the reference.
+GAP_TOL = 1e-6
+
+
+def _start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
+    """Every piece's start state ``(q, qd, p)`` in the scaled units (module docstring)."""
+    x = np.concatenate(
+        [np.asarray(pieces.q0), np.asarray(pieces.qd0), np.asarray(pieces.p0).reshape(
+            pieces.p0.shape[0], -1)], axis=1,
+    )  # fmt: skip
+    return x / np.asarray(_unknowns_scale(pieces, n))[None, :]
+
+
+@eqx.filter_jit
+def _linearized(theta, plant, spec, pieces, dt):
+    n = plant.model.n
+
+    def local(th, pl, seg):
+        scale = _unknowns_scale(seg, n)
+        P = th.shape[0]
+
+        def one(ts, q0, qd0, p0, targets, weights):
+            def f(v):
+                x = v[P:] * scale
+                y, qd_end = oe.simulate_one(
+                    oe.plant_with(v[:P], pl, spec), seg, ts, q0 + x[:n], qd0 + x[n : 2 * n],
+                    p0 + x[2 * n :].reshape(p0.shape), dt=dt, end_velocity=True,
+                )  # fmt: skip
+                r = (y - targets) / seg.scale[None, :] * weights[:, None]
+                r = jnp.where(jnp.isfinite(r), r, oe._DIVERGED).reshape(-1)
+                e = jnp.concatenate([y[-1, :n], qd_end, y[-1, n:]]) / scale
+                return (r, e), (r, e)
+
+            v = jnp.concatenate([th, jnp.zeros(scale.shape[0])])
+            (J_r, J_e), (r, e) = jax.jacfwd(f, has_aux=True)(v)
+            return r, e, J_r, J_e
+
+        return jax.vmap(one)(seg.ts, seg.q0, seg.qd0, seg.p0, seg.targets, seg.weights)
+
+    out = oe.per_device(local, theta, plant, pieces)
+    return jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, 0.0), out)
+
+
+def linearized(
+    theta: Float[Array, " P"],
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    dt: float = 1e-3,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every piece's weighted residuals ``r`` (K, R) and scaled end state ``e`` (K, z) with
+    their Jacobians (K, R, P + z) and (K, z, P + z) in theta and the piece's own start state
+    (scaled), one compiled program per (spec, piece shapes), the pieces shared among the
+    devices (`output_error.per_device`)."""
+    out = _linearized(jnp.asarray(theta, float), oe.strong_types(plant), spec, pieces, dt)
+    return tuple(np.asarray(x) for x in out)
+
+
+def condensed(
+    lin: tuple[np.ndarray, ...], starts: Float[np.ndarray, "K z"], m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(r~, J~, a, D)`` of the module docstring for chains of ``m`` consecutive pieces, from
+    `linearized`'s output at the scaled start states ``starts``: the condensed residuals
+    (K R,) and Jacobian (K R, P), and each piece's start-state step ``a_k + D_k dtheta``
+    ((K, z) and (K, z, P); zero at a chain's first piece)."""
+    r, e, J_r, J_e = lin
+    K, z = e.shape
+    P = J_r.shape[2] - z
+    a, D = np.zeros((K, z)), np.zeros((K, z, P))
+    for k in range(K):
+        if k % m:
+            E_x = J_e[k - 1, :, P:]
+            a[k] = e[k - 1] - starts[k] + E_x @ a[k - 1]
+            D[k] = J_e[k - 1, :, :P] + E_x @ D[k - 1]
+    J_x = J_r[..., P:]
+    r_c = r + np.einsum("krz,kz->kr", J_x, a)
+    J_c = J_r[..., :P] + np.einsum("krz,kzp->krp", J_x, D)
+    return r_c.reshape(-1), J_c.reshape(-1, P), a, D
+
+
+def moved(pieces: oe.Segments, step: Float[np.ndarray, "K z"], n: int) -> oe.Segments:
+    """``pieces`` with every start state moved by the scaled ``step`` (on the host: the
+    compiled program sees the same input types)."""
+    x = step * np.asarray(_unknowns_scale(pieces, n))[None, :]
+    q0 = np.asarray(pieces.q0) + x[:, :n]
+    qd0 = np.asarray(pieces.qd0) + x[:, n : 2 * n]
+    p0 = np.asarray(pieces.p0) + x[:, 2 * n :].reshape(pieces.p0.shape)
+    return eqx.tree_at(
+        lambda s: (s.q0, s.qd0, s.p0), pieces, tuple(jnp.asarray(v) for v in (q0, qd0, p0))
+    )
+
+
+def fit_chains(
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    m: int,
+    *,
+    theta0,
+    bound: float = 1.5,
+    max_evaluations: int = 20,
+    ftol: float = 1e-6,
+    xtol: float = 1e-6,
+    dt: float = 1e-3,
+) -> tuple[oe.OutputErrorResult, oe.Segments]:
+    """The output-error fit of ``spec`` on chains of ``m`` consecutive ``pieces`` each
+    (module docstring) from ``theta0``, ``|theta - theta0| <= bound``: Levenberg-Marquardt
+    on the condensed problem, one evaluation of `linearized` per trial point (a refused
+    step from open chains is followed by one that closes them: `GAP_TOL`), until a step to
+    closed chains lowers the cost by less than ``ftol`` of it or moves theta by less than
+    ``xtol``.
+
+    Returns the fit (residuals, Jacobian and covariance condensed: the long segments' own
+    where the chains are closed) and the pieces at their final start states."""
+    check_type(plant, HydraulicPlant, "fit_chains: plant")
+    check_type(pieces, oe.Segments, "fit_chains: pieces (see make_segments)")
+    check_number(m, "fit_chains: m (pieces per chain)", integer=True, at_least=1)
+    K = int(pieces.ts.shape[0])
+    if K % m:
+        raise ValueError(f"fit_chains: {K} pieces are not chains of {m}")
+    check_number(max_evaluations, "fit_chains: max_evaluations", integer=True, at_least=1)
+    n = plant.model.n
+    plant = oe.strong_types(plant)
+    x0 = np.asarray(theta0, float)
+    if x0.shape != (len(spec),):
+        raise ValueError(f"fit_chains: theta0 must have shape ({len(spec)},), got {x0.shape}")
+    history: list[float] = []
+    t0 = time.perf_counter()
+
+    def evaluate(theta, segs):
+        lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
+        out = condensed(lin, _start_vector(segs, n), m)
+        history.append(0.5 * float(out[0] @ out[0]))
+        return out
+
+    theta, segs = x0, pieces
+    r, J, a, D = evaluate(theta, segs)
+    cost, mu, success, message = history[-1], 1e-3, False, "max_evaluations reached"
+    close = False
+    while len(history) < max_evaluations:
+        if close:  # the same theta, the gaps closed: its cost without their bias
+            step = np.zeros_like(theta)
+        else:
+            H, g = J.T @ J, J.T @ r
+            # a parameter at a bound that the descent pushes outward stays there (projected
+            # Levenberg-Marquardt); the others take the damped step of their own subproblem
+            free = ~(((theta >= x0 + bound) & (g < 0)) | ((theta <= x0 - bound) & (g > 0)))
+            Hf = H[np.ix_(free, free)]
+            step = np.zeros_like(theta)
+            step[free] = -np.linalg.solve(Hf + mu * np.diag(np.diag(Hf) + 1e-12), g[free])
+            step = np.clip(theta + step, x0 - bound, x0 + bound) - theta
+        trial, trial_segs = theta + step, moved(segs, a + D @ step, n)
+        out = evaluate(trial, trial_segs)
+        closed = np.max(np.abs(out[2])) <= GAP_TOL
+        if close or history[-1] < cost:
+            drop = cost - history[-1]
+            theta, segs, (r, J, a, D), cost = trial, trial_segs, out, history[-1]
+            if not close:
+                mu /= 3.0  # trust the model more
+                if closed and (drop < ftol * cost or np.max(np.abs(step)) < xtol):
+                    success, message = True, "cost or step below tolerance, chains closed"
+                    break
+            close = False
+            continue
+        mu *= 4.0
+        # refused: from open chains the cost is a low estimate (`GAP_TOL`), close them first
+        close = np.max(np.abs(a)) > GAP_TOL
+        if not close and np.max(np.abs(step)) < xtol:
+            success, message = True, "no step lowers the cost, chains closed"
+            break
+    result = oe.fit_result(
+        theta, plant, spec, r, J, pieces.n_residuals, history, n_evaluations=len(history),
+        wall_time=time.perf_counter() - t0, success=success, message=message,
+    )  # fmt: skip
+    return result, segs
