@@ -164,10 +164,12 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
         if name.startswith("body.") or name.endswith(".c_int"):  # below
             continue
         assert value == pytest.approx(truth[name], rel=hydraulic_tolerance(name)), name
-    # the refit on four 10 s segments: kept where the held-out one prefers it
+    # the refit on four 10 s segments, each a chain of ten 1 s pieces: kept where the
+    # held-out one prefers it
     long = summary["long_refit"]
     assert long["choice"] == min(long["held_out_cost"], key=long["held_out_cost"].get)
     assert (long["segments"], long["segment_time_s"]) == (4, 10.0)
+    assert (long["pieces_per_segment"], long["piece_time_s"]) == (10, 1.0)
     # the crane's true plant leaks internally (2e-14 m^3/(s Pa)): held-out segments choose to
     # fit the leakage (cost 2831 against 2854 without). The tilt's comes out within 10 % (6 %
     # measured); the lift's, which its motion hardly reveals, is flagged poorly identified
