@@ -108,8 +108,8 @@ def piece_segments(
     if p_ts.shape[0] < K or not np.allclose(p_ts[:K:m, 0], ts[:, 0]):
         raise ValueError("piece_segments: the pieces do not start where the long segments do")
     pieces = eqx.tree_at(
-        lambda s: [getattr(s, f) for f in oe._PER_SEGMENT], pieces,
-        [getattr(pieces, f)[:K] for f in oe._PER_SEGMENT],
+        lambda s: [getattr(s, f) for f in oe.PER_SEGMENT], pieces,
+        [getattr(pieces, f)[:K] for f in oe.PER_SEGMENT],
     )  # fmt: skip
     return oe.with_scales(pieces, np.asarray(long.scale)), m
 
@@ -120,9 +120,9 @@ def replay_cost(
     """``1/2 |r|^2`` of ``seg``'s segments simulated whole (single shooting, no Jacobian)
     with ``spec`` at ``theta``: a held-out score."""
     fitted = oe.strong_types(oe.plant_with(jnp.asarray(theta), plant, spec))
-    y = np.asarray(oe._segments_jit(fitted, seg, 1e-3))
+    y = np.asarray(oe.simulate_segments_compiled(fitted, seg, 1e-3))
     r = (y - np.asarray(seg.targets)) / np.asarray(seg.scale) * np.asarray(seg.weights)[..., None]
-    r = np.where(np.isfinite(r), r, oe._DIVERGED)
+    r = np.where(np.isfinite(r), r, oe.DIVERGED)
     return 0.5 * float(np.sum(r**2))
 
 

@@ -428,7 +428,7 @@ def simulate_one(
 
 
 # a diverged segment (NaN) costs this much per residual instead of poisoning the solver
-_DIVERGED = 1e3
+DIVERGED = 1e3
 
 
 def residuals(
@@ -445,7 +445,7 @@ def residuals(
     the shape is static); ``active`` as `plant_with`'s."""
     y = simulate_segments(plant_with(theta, plant, spec, active), segments, dt=dt)
     r = (y - segments.targets) / segments.scale[None, None, :] * segments.weights[..., None]
-    return jnp.where(jnp.isfinite(r), r, _DIVERGED).reshape(-1)
+    return jnp.where(jnp.isfinite(r), r, DIVERGED).reshape(-1)
 
 
 def residuals_and_jacobian(
@@ -552,8 +552,8 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
     dynamic, static = eqx.partition((plant, segments), eqx.is_array)
     specs = jax.tree.map(lambda _: P(), dynamic)
     specs = eqx.tree_at(
-        lambda d: [getattr(d[1], f) for f in _PER_SEGMENT], specs,
-        [P("segment")] * len(_PER_SEGMENT),
+        lambda d: [getattr(d[1], f) for f in PER_SEGMENT], specs,
+        [P("segment")] * len(PER_SEGMENT),
     )  # fmt: skip
     out = jax.shard_map(
         lambda th, d: fn(th, *eqx.combine(d, static)),
@@ -566,7 +566,7 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
 
 
 # the fields of `Segments` that run along its segments
-_PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights")
+PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights")
 
 
 def segment_batches(segments: Segments, size: int) -> list[Segments]:
@@ -575,15 +575,15 @@ def segment_batches(segments: Segments, size: int) -> list[Segments]:
     serves every count of segments. On the host (numpy): slicing on the device would compile
     an eager program for every new count."""
     K = segments.ts.shape[0]
-    fields = {f: np.asarray(getattr(segments, f)) for f in _PER_SEGMENT}
+    fields = {f: np.asarray(getattr(segments, f)) for f in PER_SEGMENT}
     extra = -K % size
     fields = {f: np.concatenate([x, np.repeat(x[-1:], extra, axis=0)]) for f, x in fields.items()}
     fields["weights"][K:] = 0.0
     return [
         eqx.tree_at(
-            lambda s: [getattr(s, f) for f in _PER_SEGMENT],
+            lambda s: [getattr(s, f) for f in PER_SEGMENT],
             segments,
-            [fields[f][lo : lo + size] for f in _PER_SEGMENT],
+            [fields[f][lo : lo + size] for f in PER_SEGMENT],
         )  # fmt: skip
         for lo in range(0, K + extra, size)
     ]
@@ -601,8 +601,8 @@ def _padded(segments: Segments, multiple: int) -> Segments:
         return jnp.concatenate([x, jnp.broadcast_to(x[-1:], (extra, *x.shape[1:]))])
 
     out = eqx.tree_at(
-        lambda s: [getattr(s, f) for f in _PER_SEGMENT], segments,
-        [pad(getattr(segments, f)) for f in _PER_SEGMENT],
+        lambda s: [getattr(s, f) for f in PER_SEGMENT], segments,
+        [pad(getattr(segments, f)) for f in PER_SEGMENT],
     )  # fmt: skip
     return eqx.tree_at(lambda s: s.weights, out, out.weights.at[K:].set(0.0))
 
@@ -834,8 +834,8 @@ def pilot_segments(segments: Segments) -> Segments:
         return segments
     take = active[np.round(np.linspace(0, active.size - 1, n)).astype(int)]
     return eqx.tree_at(
-        lambda s: [getattr(s, f) for f in _PER_SEGMENT], segments,
-        [getattr(segments, f)[take] for f in _PER_SEGMENT],
+        lambda s: [getattr(s, f) for f in PER_SEGMENT], segments,
+        [getattr(segments, f)[take] for f in PER_SEGMENT],
     )  # fmt: skip
 
 
@@ -861,7 +861,9 @@ def free_run_segment(
 
 
 @eqx.filter_jit
-def _segments_jit(plant, segments, dt):
+def simulate_segments_compiled(plant: HydraulicPlant, segments: Segments, dt: float):
+    """`simulate_segments`, one compiled program per plant structure and segment shapes
+    (`predict`, the long refit's held-out scores)."""
     return simulate_segments(plant, segments, dt=dt)
 
 
@@ -896,7 +898,7 @@ def predict(
             plant, log, segment_time=segment_time, stride=stride, t_start=t_start, t_end=t_end,
             dt=dt,
         )  # fmt: skip
-    y = np.asarray(_segments_jit(strong_types(plant), seg, dt))
+    y = np.asarray(simulate_segments_compiled(strong_types(plant), seg, dt))
     keep = np.asarray(seg.weights) > 0
     meas = np.asarray(seg.targets)[keep]
     pred = y[keep]

@@ -42,7 +42,7 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
-from jaxmb.identification.start_states import _unknowns_scale
+from jaxmb.identification.start_states import unknowns_scale
 from jaxmb.multibody.checks import check_number, check_type
 
 __all__ = ["PIECE_TIME", "linearized", "condensed", "fit_chains"]
@@ -65,7 +65,7 @@ def _start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
         [np.asarray(pieces.q0), np.asarray(pieces.qd0), np.asarray(pieces.p0).reshape(
             pieces.p0.shape[0], -1)], axis=1,
     )  # fmt: skip
-    return x / np.asarray(_unknowns_scale(pieces, n))[None, :]
+    return x / np.asarray(unknowns_scale(pieces, n))[None, :]
 
 
 @eqx.filter_jit
@@ -73,7 +73,7 @@ def _linearized(theta, plant, spec, pieces, dt):
     n = plant.model.n
 
     def local(th, pl, seg):
-        scale = _unknowns_scale(seg, n)
+        scale = unknowns_scale(seg, n)
         P = th.shape[0]
 
         def one(ts, q0, qd0, p0, targets, weights):
@@ -84,7 +84,7 @@ def _linearized(theta, plant, spec, pieces, dt):
                     p0 + x[2 * n :].reshape(p0.shape), dt=dt, end_velocity=True,
                 )  # fmt: skip
                 r = (y - targets) / seg.scale[None, :] * weights[:, None]
-                r = jnp.where(jnp.isfinite(r), r, oe._DIVERGED).reshape(-1)
+                r = jnp.where(jnp.isfinite(r), r, oe.DIVERGED).reshape(-1)
                 e = jnp.concatenate([y[-1, :n], qd_end, y[-1, n:]]) / scale
                 return (r, e), (r, e)
 
@@ -138,7 +138,7 @@ def condensed(
 def moved(pieces: oe.Segments, step: Float[np.ndarray, "K z"], n: int) -> oe.Segments:
     """``pieces`` with every start state moved by the scaled ``step`` (on the host: the
     compiled program sees the same input types)."""
-    x = step * np.asarray(_unknowns_scale(pieces, n))[None, :]
+    x = step * np.asarray(unknowns_scale(pieces, n))[None, :]
     q0 = np.asarray(pieces.q0) + x[:, :n]
     qd0 = np.asarray(pieces.qd0) + x[:, n : 2 * n]
     p0 = np.asarray(pieces.p0) + x[:, 2 * n :].reshape(pieces.p0.shape)

@@ -85,7 +85,9 @@ def head_segments(
     )  # fmt: skip
 
 
-def _unknowns_scale(segments: Segments, n: int) -> Float[Array, " z"]:
+def unknowns_scale(segments: Segments, n: int) -> Float[Array, " z"]:
+    """The unit of each start-state unknown ``(q, qd, p)``: the residual scales, a velocity's
+    per `_VELOCITY_TIME`, so that the unknowns are O(1) (also `shooting`'s)."""
     s_q = segments.scale[:n]
     return jnp.concatenate([s_q, s_q / _VELOCITY_TIME, segments.scale[n:]])
 
@@ -97,7 +99,7 @@ def start_state_residuals(
     its scale), its start state moved by the scaled offsets ``z = (dq, dqd, dp)`` from
     ``segments``' own."""
     n = plant.model.n
-    x = z * _unknowns_scale(segments, n)
+    x = z * unknowns_scale(segments, n)
     q0 = segments.q0[k] + x[:n]
     qd0 = segments.qd0[k] + x[n : 2 * n]
     p0 = segments.p0[k] + x[2 * n :].reshape(segments.p0.shape[1:])
@@ -141,7 +143,7 @@ def _estimate(theta, plant: HydraulicPlant, segments: Segments, dt: float):
                  jnp.asarray(3e-3))  # fmt: skip
         return jax.lax.scan(step, carry, None, length=_ITERATIONS + 1)[0][0]
 
-    x = jax.vmap(one)(jnp.arange(segments.ts.shape[0])) * _unknowns_scale(segments, n)[None, :]
+    x = jax.vmap(one)(jnp.arange(segments.ts.shape[0])) * unknowns_scale(segments, n)[None, :]
     return (
         segments.q0 + x[:, :n],
         segments.qd0 + x[:, n : 2 * n],

@@ -24,9 +24,9 @@ from jaxmb.identification.long_refit import (
 from jaxmb.identification.model_choice import HELD_OUT, spec_for
 from jaxmb.identification.output_error import (
     HydraulicParameters,
-    _segments_jit,
     make_segments,
     residuals_and_jacobian,
+    simulate_segments_compiled,
     strong_types,
 )
 from jaxmb.identification.shooting import PIECE_TIME
@@ -180,7 +180,7 @@ def test_chains_fit_recovers_the_plant_that_made_the_data(crane, span):
     test above: a poor test of convergence.)"""
     plant, (seg, pieces) = crane.plant, span
     spec = spec_for(NAMES)
-    y = np.asarray(_segments_jit(strong_types(plant), seg, 1e-3))  # (1, 1001, c)
+    y = np.asarray(simulate_segments_compiled(strong_types(plant), seg, 1e-3))  # (1, 1001, c)
     seg = eqx.tree_at(lambda s: s.targets, seg, jnp.asarray(y))
     idx = 100 * np.arange(10)[:, None] + np.arange(101)[None, :]
     pieces = eqx.tree_at(lambda s: s.targets, pieces, jnp.asarray(y[0][idx]))
