@@ -342,7 +342,8 @@ def identify_hydraulic(
         "fitted to the samples just after its start, each signal weighted by its noise level"
         + (
             f"; refitted on {long_report['segments']} segments of "
-            f"{long_report['segment_time_s']:.3g} s (long_refit)"
+            f"{long_report['segment_time_s']:.3g} s, each a chain of "
+            f"{long_report['pieces_per_segment']} pieces (long_refit, shooting)"
             if long_report["choice"] == "yes"
             else ""
         ),

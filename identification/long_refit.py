@@ -26,8 +26,11 @@ the named payload's replay at 0.88x, 1.02x and 1.05x.
 
 Each long segment is fitted as a chain of pieces of at most 1 s (`piece_segments`,
 `shooting.fit_chains`: multiple shooting with continuity as a constraint, condensed), the
-same least-squares problem as the long segment's single shooting where the chains close, its
-pieces run side by side instead of 10 000 RK4 steps in sequence. The held-out long segments
+same least-squares problem as the long segment's single shooting where the chains close
+(for a plant without spool or bristle states; one with them keeps single shooting), its
+pieces run side by side instead of 10 000 RK4 steps in sequence. The long segments are a
+whole number of pieces long (a 65 s log: seven of 9.2 s; at most m x STRIDE samples of each
+are left out). The held-out long segments
 are scored by single shooting (`replay_cost`: a simulation without Jacobian).
 
 A longer horizon is not always better (a valve coefficient the long refit trades against a
@@ -49,7 +52,7 @@ from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.model_choice import HELD_OUT, extended_theta, masked, spec_for
-from jaxmb.identification.shooting import PIECE_TIME, fit_chains
+from jaxmb.identification.shooting import PIECE_TIME, fit_chains, internal_states
 from jaxmb.identification.start_states import estimate_start_states, head_segments
 
 __all__ = ["CHOICES", "LONG_TIME", "long_segments", "piece_segments", "refit_long", "replay_cost"]
@@ -93,12 +96,20 @@ def piece_segments(
 ) -> tuple[oe.Segments, int]:
     """``long`` (`long_segments`) cut into ``m`` equal pieces each, at most `PIECE_TIME`
     long, that `shooting.fit_chains` fits as chains: ``(pieces, m)``, the pieces in the
-    log's order (chain ``k`` holds pieces ``k m .. k m + m - 1``) with ``long``'s scales."""
+    log's order (chain ``k`` holds pieces ``k m .. k m + m - 1``) with ``long``'s scales.
+    A plant whose actuators hold states of their own (spool, LuGre bristles) gets ``m = 1``:
+    each long segment one piece, single shooting (`shooting.internal_states`)."""
     ts = np.asarray(long.ts)
     t = np.asarray(log["t"], float)
     h = float(np.mean(np.diff(t)))
     samples = int(round((ts[0, -1] - ts[0, 0]) / h))
-    m = min(samples // STRIDE, int(np.ceil(samples * h / PIECE_TIME - 1e-9)))
+    if internal_states(plant):
+        m = 1  # continuity holds (q, qd, p) only: no chains (`shooting`)
+    else:  # the fewest pieces of at most PIECE_TIME that tile it in STRIDE samples
+        strides = samples // STRIDE
+        m = int(np.ceil(samples * h / PIECE_TIME - 1e-9))
+        while strides % m:  # long_segments' own m divides strides: this ends there or before
+            m += 1
     pieces = oe.make_segments(
         plant, log, segment_time=samples // m * h, stride=STRIDE, t_start=float(ts[0, 0]),
         t_end=float(ts[-1, -1]),
@@ -196,10 +207,10 @@ def refit_long(
         out, _ = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
         return out, long_spec, base, held, {"choice": "yes", "how": "--long-refit yes", **about}
     chain = np.arange(pieces.ts.shape[0]) // m
-    train = fit_chains(
+    train, closed = fit_chains(
         base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m, theta0=theta0,
         **kw,
-    )[0]  # fmt: skip
+    )  # fmt: skip
     # the held-out long segments run whole from the chains' estimated first start states
     k = np.arange(seg.ts.shape[0])
     test = masked(
@@ -221,7 +232,8 @@ def refit_long(
     }
     if not keep:
         return res, spec, plant, {}, report
-    fitted = oe.plant_with(jnp.asarray(train.theta), base, long_spec)
-    pieces = estimate_start_states(fitted, heads, pieces)
+    # from the train fit's start states (its chains closed at its estimate), every piece
+    # weighing again
+    pieces = eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), pieces, (closed.q0, closed.qd0, closed.p0))
     out, _ = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
     return out, long_spec, base, held, report

@@ -18,12 +18,14 @@ linearised, a step ``dtheta`` moves the next start by
 so ``dx_k = a_k + D_k dtheta`` along a chain (``a`` and ``D`` by that recursion from
 ``dx = 0`` at its first piece) and each piece's residuals ``r_k + J^x_k dx_k + J^theta_k
 dtheta`` become ``r~_k + J~_k dtheta`` with ``r~_k = r_k + J^x_k a_k`` and ``J~_k =
-J^theta_k + J^x_k D_k``: condensing (Bock & Plitt 1984, Section 4). Each Levenberg-Marquardt
+J^theta_k + J^x_k D_k``: condensing (Bock & Plitt 1984). Each Levenberg-Marquardt
 step then solves a P-dimensional problem and moves the start states with it, closing the
 gaps to first order. ``1/2 |r~|^2`` is, to first order, the cost of the continuous run at
 theta; it is what a step is accepted on. Where the gaps are closed, ``r~`` and ``J~`` are the
-long segment's residuals and Jacobian (tests/test_shooting.py checks both against a 10 s
-single-shooting run), so the result and its covariance are the long segment's fit.
+long segment's residuals and Jacobian (tests/test_long_refit.py checks both against a 10 s
+single-shooting run), so the result and its covariance are those of the long segment's
+problem. (A plant whose actuators hold spool or bristle states is not chained: a piece
+starts them steady, `internal_states`.)
 
 The pieces' start states and end states are in the scaled units of `start_states` (the
 residual scales, velocities per 50 ms). The tangent columns of a start state cost little: a
@@ -40,10 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxmb import compile_cache
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.start_states import unknowns_scale
-from jaxmb.multibody.checks import check_number, check_type
+from jaxmb.multibody.checks import as_real_array, check_number, check_type
 
 __all__ = ["PIECE_TIME", "linearized", "condensed", "fit_chains"]
 
@@ -57,6 +60,17 @@ PIECE_TIME = 1.0  # s: the longest piece (measured on the crane's 40 s log, one 
 # gaps of 1e-3, 0.15 of 705): a step refused from open chains is followed by one that only
 # closes them (theta unchanged), so that no step is refused for a bias of the reference.
 GAP_TOL = 1e-6
+
+
+def internal_states(plant: HydraulicPlant) -> bool:
+    """Whether an actuator of ``plant`` holds states beyond its chamber pressures (a spool's
+    dynamics, LuGre bristles): a piece starts them at their steady state
+    (`output_error.simulate_one`), so continuity of ``(q, qd, p)`` would not make a chain
+    the long segment."""
+    return any(
+        a.valve.n_states or (a.friction is not None and a.friction.n_states)
+        for a in plant.actuators
+    )
 
 
 def _start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
@@ -94,8 +108,9 @@ def _linearized(theta, plant, spec, pieces, dt):
 
         return jax.vmap(one)(seg.ts, seg.q0, seg.qd0, seg.p0, seg.targets, seg.weights)
 
-    out = oe.per_device(local, theta, plant, pieces)
-    return jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, 0.0), out)
+    r, e, J_r, J_e = oe.per_device(local, theta, plant, pieces)
+    # a diverged piece's end state stays NaN (`condensed` starts a chain after it)
+    return r, e, jnp.where(jnp.isfinite(J_r), J_r, 0.0), J_e
 
 
 def linearized(
@@ -119,13 +134,15 @@ def condensed(
     """``(r~, J~, a, D)`` of the module docstring for chains of ``m`` consecutive pieces, from
     `linearized`'s output at the scaled start states ``starts``: the condensed residuals
     (K R,) and Jacobian (K R, P), and each piece's start-state step ``a_k + D_k dtheta``
-    ((K, z) and (K, z, P); zero at a chain's first piece)."""
+    ((K, z) and (K, z, P); zero at a chain's first piece and after a diverged piece)."""
     r, e, J_r, J_e = lin
     K, z = e.shape
     P = J_r.shape[2] - z
     a, D = np.zeros((K, z)), np.zeros((K, z, P))
+    # a diverged piece (NaN end) does not pull its successor: that one starts a chain
+    ended = np.all(np.isfinite(e), axis=1) & np.all(np.isfinite(J_e), axis=(1, 2))
     for k in range(K):
-        if k % m:
+        if k % m and ended[k - 1]:
             E_x = J_e[k - 1, :, P:]
             a[k] = e[k - 1] - starts[k] + E_x @ a[k - 1]
             D[k] = J_e[k - 1, :, :P] + E_x @ D[k - 1]
@@ -175,12 +192,21 @@ def fit_chains(
     K = int(pieces.ts.shape[0])
     if K % m:
         raise ValueError(f"fit_chains: {K} pieces are not chains of {m}")
+    check_type(spec, oe.HydraulicParameters, "fit_chains: spec")
     check_number(max_evaluations, "fit_chains: max_evaluations", integer=True, at_least=1)
+    for name, x in (("bound", bound), ("ftol", ftol), ("xtol", xtol), ("dt", dt)):
+        check_number(x, f"fit_chains: {name}", above=0)
+    if m > 1 and internal_states(plant):
+        raise ValueError("fit_chains: an actuator holds spool or bristle states, which a chain "
+                         "does not carry across pieces: pass m = 1 (single shooting)")  # fmt: skip
+    oe.initial_theta(plant, spec)  # refuses a leaf at 0 without a reference
     n = plant.model.n
     plant = oe.strong_types(plant)
-    x0 = np.asarray(theta0, float)
+    x0 = np.asarray(as_real_array(theta0, "fit_chains: theta0"), float)
     if x0.shape != (len(spec),):
         raise ValueError(f"fit_chains: theta0 must have shape ({len(spec)},), got {x0.shape}")
+    compile_cache.relieve()  # as `output_error.fit`: below the kernel's memory-map limit
+    live = np.any(np.asarray(pieces.weights) > 0, axis=1)  # chains held out do not count
     history: list[float] = []
     t0 = time.perf_counter()
 
@@ -189,6 +215,9 @@ def fit_chains(
         out = condensed(lin, _start_vector(segs, n), m)
         history.append(0.5 * float(out[0] @ out[0]))
         return out
+
+    def gap(a_):
+        return float(np.max(np.abs(a_[live]), initial=0.0))
 
     theta, segs = x0, pieces
     r, J, a, D = evaluate(theta, segs)
@@ -205,10 +234,11 @@ def fit_chains(
             Hf = H[np.ix_(free, free)]
             step = np.zeros_like(theta)
             step[free] = -np.linalg.solve(Hf + mu * np.diag(np.diag(Hf) + 1e-12), g[free])
-            step = np.clip(theta + step, x0 - bound, x0 + bound) - theta
-        trial, trial_segs = theta + step, moved(segs, a + D @ step, n)
+        trial = np.clip(theta + step, x0 - bound, x0 + bound)  # on a bound exactly
+        step = trial - theta
+        trial_segs = moved(segs, a + D @ step, n)
         out = evaluate(trial, trial_segs)
-        closed = np.max(np.abs(out[2])) <= GAP_TOL
+        closed = gap(out[2]) <= GAP_TOL
         if close or history[-1] < cost:
             drop = cost - history[-1]
             theta, segs, (r, J, a, D), cost = trial, trial_segs, out, history[-1]
@@ -221,10 +251,12 @@ def fit_chains(
             continue
         mu *= 4.0
         # refused: from open chains the cost is a low estimate (`GAP_TOL`), close them first
-        close = np.max(np.abs(a)) > GAP_TOL
+        close = gap(a) > GAP_TOL
         if not close and np.max(np.abs(step)) < xtol:
             success, message = True, "no step lowers the cost, chains closed"
             break
+    if not success:
+        message += f"; largest gap {gap(a):.3g} (chains closed below {GAP_TOL:g})"
     result = oe.fit_result(
         theta, plant, spec, r, J, pieces.n_residuals, history, n_evaluations=len(history),
         wall_time=time.perf_counter() - t0, success=success, message=message,

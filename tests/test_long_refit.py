@@ -4,6 +4,7 @@ identifies through the simulation checks it). The refit's effect on the free-run
 its held-out choice are measured end to end by the crane's and the knuckle's identify tests
 (tests/test_identify_main.py)."""
 
+import dataclasses
 from pathlib import Path
 
 import equinox as eqx
@@ -56,6 +57,7 @@ def _flat_log(plant, seconds: float, h: float = 1e-3) -> dict:
         (40.0, None, 4, 10.0),  # the 40 s logs: four of 10 s
         (65.0, None, 7, 9.2),  # longer: as many as keep each at most LONG_TIME, 10 pieces
         (40.0, (2.0, 8.0), 4, 1.5),  # a short window: still HELD_OUT of them
+        (24.05, None, 4, 5.95),  # 595 strides: 7 pieces of 0.85 s (6 do not tile it)
     ],
 )
 def test_long_segments_cut_the_span_into_equal_segments(crane, seconds, window, count, length):
@@ -75,12 +77,29 @@ def test_long_segments_cut_the_span_into_equal_segments(crane, seconds, window, 
     # each a chain of m equal pieces of at most PIECE_TIME, in the log's order
     pieces, m = piece_segments(plant, cols, seg)
     p_ts = np.asarray(pieces.ts)
-    assert p_ts.shape[0] == count * m and m == int(np.ceil(length / PIECE_TIME - 1e-9))
+    assert p_ts.shape[0] == count * m and m >= np.ceil(length / PIECE_TIME - 1e-9)
     np.testing.assert_allclose(p_ts[::m, 0], ts[:, 0], atol=1e-9)
     np.testing.assert_allclose(p_ts[m - 1 :: m, -1], ts[:, -1], atol=1e-9)
     np.testing.assert_allclose(p_ts[1:, 0], p_ts[:-1, -1], atol=1e-9)
     assert np.all(p_ts[:, -1] - p_ts[:, 0] <= PIECE_TIME + 1e-9)
     np.testing.assert_array_equal(pieces.scale, seg.scale)
+
+
+def test_a_plant_with_spool_states_is_not_chained(crane):
+    """A piece starts a spool at its steady state, so chains of a plant with spool dynamics
+    would not be its long segments: `piece_segments` gives one piece per long segment
+    (single shooting) and `fit_chains` refuses chains of it, naming why."""
+    plant = crane.plant
+    assert not shooting.internal_states(plant)
+    valve = dataclasses.replace(plant.actuators[0].valve, spool="first")
+    spooled = eqx.tree_at(lambda p: p.actuators[0].valve, plant, valve)
+    assert shooting.internal_states(spooled)
+    cols = _flat_log(plant, 40.0)
+    seg = long_segments(spooled, cols, np.ones(6))
+    pieces, m = piece_segments(spooled, cols, seg)
+    assert m == 1 and pieces.ts.shape == seg.ts.shape
+    with pytest.raises(ValueError, match="spool or bristle states"):
+        shooting.fit_chains(spooled, spec_for(NAMES), pieces, 2, theta0=np.zeros(4))
 
 
 def test_long_selectors_hold_leakage_and_payload_and_add_viscous_coefficients_and_booms(crane):
