@@ -21,7 +21,13 @@ import numpy as np
 import scipy.stats
 from jaxtyping import Float, Int
 
-__all__ = ["LeastSquaresFit", "least_squares", "covariance_from_jacobian", "weak_directions"]
+__all__ = [
+    "LeastSquaresFit",
+    "least_squares",
+    "covariance_from_jacobian",
+    "weak_directions",
+    "model_decrease",
+]
 
 
 class LeastSquaresFit(eqx.Module):
@@ -100,6 +106,25 @@ def covariance_from_jacobian(
         null = Vt[~keep]
         cov = cov + np.diag(np.where(np.abs(null).max(axis=0) > 1e-8, np.inf, 0.0))
     return cov, sigma2, dof
+
+
+def model_decrease(
+    r: Float[np.ndarray, " m"],
+    J: Float[np.ndarray, "m p"],
+    theta: Float[np.ndarray, " p"],
+    lower: Float[np.ndarray, " p"],
+    upper: Float[np.ndarray, " p"],
+) -> float:
+    """The most any step from ``theta`` can lower ``1/2 |r|^2`` by the linear model
+    ``r + J dtheta``: ``1/2 |J_f J_f^+ r|^2``, the part of ``r`` in the span of the columns
+    ``J_f`` of the parameters free to move (not on a bound of ``[lower, upper]`` that the
+    descent pushes against). A nonlinear least-squares fit whose model decrease is a small
+    fraction of its cost has converged, which no further evaluation needs to confirm (the
+    Gauss-Newton model is exact to second order near the optimum)."""
+    g = J.T @ r
+    free = ~(((theta >= upper) & (g < 0)) | ((theta <= lower) & (g > 0)))
+    Jf = J[:, free]
+    return 0.5 * float(np.sum((Jf @ np.linalg.lstsq(Jf, r, rcond=None)[0]) ** 2))
 
 
 def least_squares(

@@ -28,7 +28,7 @@ import numpy as np
 
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
-from jaxmb.identification.noise_weighted import fit_noise_weighted
+from jaxmb.identification.noise_weighted import NOISE_FTOL, fit_noise_weighted
 from jaxmb.identification.start_states import estimate_start_states
 
 __all__ = [
@@ -149,7 +149,9 @@ def choose_and_fit(
             continue
         alt = (True, refined) if key == "leakage" else (leaky, True)
         s_alt = spec_of(*alt)
-        r_alt = oe.fit(plant, s_alt, train, theta0=extended_theta(best, s_alt), **kw)
+        r_alt = oe.fit(
+            plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
+        )
         cost = {
             label(leaky, refined)[key]: held_out(best, spec),
             label(*alt)[key]: held_out(r_alt, s_alt),
@@ -162,5 +164,5 @@ def choose_and_fit(
     report["leakage"]["leakage_parameters"] = list(leaks)
     if heads is not None:  # the start states for the chosen structure's estimate
         seg = estimate_start_states(oe.plant_with(jnp.asarray(best.theta), plant, spec), heads, seg)
-    res = oe.fit(plant, spec, seg, theta0=best.theta, **kw)
+    res = oe.fit(plant, spec, seg, theta0=best.theta, ftol=NOISE_FTOL, **kw)
     return res, spec, seg, report
