@@ -137,6 +137,35 @@ def test_weak_directions_name_the_culprits():
     assert len(weak) == 1 and set(list(weak[0]["parameters"])[:2]) == {"p0", "p1"}
 
 
+def test_model_decrease_is_what_the_best_step_achieves_on_a_linear_problem():
+    """For linear residuals ``r = A theta - y`` the Gauss-Newton model is exact, so the model
+    decrease is the cost minus the least-squares optimum's (numpy's ``lstsq``); with a
+    parameter on the bound that the descent pushes against, the optimum of the box
+    (scipy's bounded ``lsq_linear``, an independent solver)."""
+    import scipy.optimize
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(50, 4))
+    truth = np.array([2.0, -1.0, 0.5, 0.3])
+    y = A @ truth + 0.1 * rng.normal(size=50)
+
+    def cost(th):
+        return 0.5 * float(np.sum((A @ th - y) ** 2))
+
+    theta, inf = np.zeros(4), np.full(4, np.inf)
+    best = np.linalg.lstsq(A, y, rcond=None)[0]
+    got = ls.model_decrease(A @ theta - y, A, theta, -inf, inf)
+    assert got == pytest.approx(cost(theta) - cost(best), rel=1e-12)
+    # theta_0 held at an upper bound of 0 below its optimum (2): the box's optimum keeps it there
+    upper = np.array([0.0, np.inf, np.inf, np.inf])
+    boxed = scipy.optimize.lsq_linear(A, y, bounds=(-inf, upper), tol=1e-14).x
+    assert boxed[0] == pytest.approx(0.0, abs=1e-12)
+    got = ls.model_decrease(A @ theta - y, A, theta, -inf, upper)
+    assert got == pytest.approx(cost(theta) - cost(boxed), rel=1e-9)
+    # at the optimum nothing is left
+    assert ls.model_decrease(A @ best - y, A, best, -inf, inf) < 1e-20 * cost(best)
+
+
 def test_stacked_regressor_is_jittable_and_batched(planar2r):
     Q, Qd, Qdd = (jnp.asarray(x) for x in _states(2, 7, 9))
     W = rg.stacked_regressor(planar2r, Q, Qd, Qdd, TERMS)
