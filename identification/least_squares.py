@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import numpy as np
+import scipy.optimize
 import scipy.stats
 from jaxtyping import Float, Int
 
@@ -115,16 +116,18 @@ def model_decrease(
     lower: Float[np.ndarray, " p"],
     upper: Float[np.ndarray, " p"],
 ) -> float:
-    """The most any step from ``theta`` can lower ``1/2 |r|^2`` by the linear model
-    ``r + J dtheta``: ``1/2 |J_f J_f^+ r|^2``, the part of ``r`` in the span of the columns
-    ``J_f`` of the parameters free to move (not on a bound of ``[lower, upper]`` that the
-    descent pushes against). A nonlinear least-squares fit whose model decrease is a small
-    fraction of its cost has converged, which no further evaluation needs to confirm (the
-    Gauss-Newton model is exact to second order near the optimum)."""
-    g = J.T @ r
-    free = ~(((theta >= upper) & (g < 0)) | ((theta <= lower) & (g > 0)))
-    Jf = J[:, free]
-    return 0.5 * float(np.sum((Jf @ np.linalg.lstsq(Jf, r, rcond=None)[0]) ** 2))
+    """The most any step from ``theta`` within ``[lower, upper]`` can lower ``1/2 |r|^2``
+    by the linear (Gauss-Newton) model ``r + J dtheta``: the model's box-constrained
+    least-squares step (scipy's bounded-variable ``lsq_linear``). A nonlinear least-squares
+    fit whose model decrease is a small fraction of its cost has converged, which no further
+    evaluation needs to confirm: near the optimum the model's decrease is what a step
+    achieves, up to the residuals' curvature that Gauss-Newton leaves out. (Fixing the
+    parameters that sit on a bound is not enough: with the others refitted, a parameter on
+    a bound may gain by moving inward.)"""
+    r = np.asarray(r, float)
+    step = scipy.optimize.lsq_linear(J, -r, bounds=(lower - theta, upper - theta), method="bvls").x
+    Js = J @ step
+    return -float(r @ Js) - 0.5 * float(Js @ Js)  # without cancelling against the cost
 
 
 def least_squares(

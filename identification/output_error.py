@@ -668,8 +668,9 @@ def fit(
     of `residuals_and_jacobian`, evaluated once per trial point (residual and Jacobian
     together, cached), stopped by scipy's ``ftol`` and ``xtol`` or once the linear model at
     an accepted point lets no step lower the cost by ``ftol`` of it
-    (`least_squares.model_decrease`). Uncertainty (first order, `theta_covariance`): ``cov(theta) = sigma^2
-    (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted residuals, and
+    (`least_squares.model_decrease`). Uncertainty (first order, `theta_covariance`):
+    ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted
+    residuals, and
     ``std(value) = value * std(theta)`` (``COM_STEP * std(theta)`` for a centre,
     `value_std`), infinite for a parameter the residuals do not see.
 
@@ -698,7 +699,8 @@ def fit(
     # program: keep the process below the kernel's limit on memory mappings
     compile_cache.relieve()
     plant = strong_types(plant)
-    # the last two points evaluated: the one accepted and a trial that may be refused
+    # the last two points evaluated: the one accepted and the trial after it (after two
+    # refused trials in a row the accepted point is gone, and `converged` skips its test)
     cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
     history: list[float] = []
 

@@ -63,7 +63,8 @@ PIECE_TIME = 1.0  # s: the longest piece (measured on the crane's 40 s log, one 
 # bias of the reference. At this tolerance the bias is below 0.5, what moving one parameter
 # by one standard deviation changes the (noise-weighted) cost by; a tolerance of 1e-6 cost
 # the 60 s crane log's long refit one more evaluation (gaps 3e-4 -> 9e-7, the cost unchanged
-# in six digits).
+# in six digits). That bias may exceed ``ftol`` of the cost, so a tiny step between closed
+# chains can be accepted or refused on it: statistically immaterial, by the same 0.5.
 GAP_TOL = 1e-3
 
 

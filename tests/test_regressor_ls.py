@@ -137,33 +137,59 @@ def test_weak_directions_name_the_culprits():
     assert len(weak) == 1 and set(list(weak[0]["parameters"])[:2]) == {"p0", "p1"}
 
 
+def _box_optimum(A, y, lower, upper):
+    """The least-squares optimum of ``A theta - y`` in a box, by enumerating which parameters
+    sit on which bound (each pattern's free parameters by numpy's ``lstsq``; the best
+    feasible one wins): a reference independent of scipy's solvers, for a few parameters."""
+    import itertools
+
+    best, best_cost = None, np.inf
+    for pattern in itertools.product((None, "lower", "upper"), repeat=A.shape[1]):
+        th = np.array([{"lower": lo, "upper": up}.get(k, 0.0)
+                       for k, lo, up in zip(pattern, lower, upper, strict=True)])  # fmt: skip
+        if not np.all(np.isfinite(th)):
+            continue
+        free = np.array([k is None for k in pattern])
+        if free.any():
+            th[free] = np.linalg.lstsq(A[:, free], y - A[:, ~free] @ th[~free], rcond=None)[0]
+        c = 0.5 * float(np.sum((A @ th - y) ** 2))
+        if np.all(th >= lower - 1e-12) and np.all(th <= upper + 1e-12) and c < best_cost:
+            best, best_cost = th, c
+    return best
+
+
 def test_model_decrease_is_what_the_best_step_achieves_on_a_linear_problem():
     """For linear residuals ``r = A theta - y`` the Gauss-Newton model is exact, so the model
-    decrease is the cost minus the least-squares optimum's (numpy's ``lstsq``); with a
-    parameter on the bound that the descent pushes against, the optimum of the box
-    (scipy's bounded ``lsq_linear``, an independent solver)."""
-    import scipy.optimize
-
+    decrease is the cost minus the box's least-squares optimum's (`_box_optimum`, by
+    enumeration): without bounds, with a parameter on the bound the descent pushes against,
+    and where a parameter on a bound gains by moving inward once the others are refitted
+    (a test of the gradient's sign at the current point alone would call that converged)."""
     rng = np.random.default_rng(3)
-    A = rng.normal(size=(50, 4))
-    truth = np.array([2.0, -1.0, 0.5, 0.3])
-    y = A @ truth + 0.1 * rng.normal(size=50)
+    A = rng.normal(size=(50, 3))
+    y = A @ np.array([2.0, -1.0, 0.5]) + 0.1 * rng.normal(size=50)
 
-    def cost(th):
-        return 0.5 * float(np.sum((A @ th - y) ** 2))
+    def decrease_is_exact(A, y, theta, lower, upper):
+        cost = 0.5 * float(np.sum((A @ theta - y) ** 2))
+        best = _box_optimum(A, y, lower, upper)
+        want = cost - 0.5 * float(np.sum((A @ best - y) ** 2))
+        got = ls.model_decrease(A @ theta - y, A, theta, lower, upper)
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-15 * cost), (got, want)
 
-    theta, inf = np.zeros(4), np.full(4, np.inf)
-    best = np.linalg.lstsq(A, y, rcond=None)[0]
-    got = ls.model_decrease(A @ theta - y, A, theta, -inf, inf)
-    assert got == pytest.approx(cost(theta) - cost(best), rel=1e-12)
-    # theta_0 held at an upper bound of 0 below its optimum (2): the box's optimum keeps it there
-    upper = np.array([0.0, np.inf, np.inf, np.inf])
-    boxed = scipy.optimize.lsq_linear(A, y, bounds=(-inf, upper), tol=1e-14).x
-    assert boxed[0] == pytest.approx(0.0, abs=1e-12)
-    got = ls.model_decrease(A @ theta - y, A, theta, -inf, upper)
-    assert got == pytest.approx(cost(theta) - cost(boxed), rel=1e-9)
+    inf = np.full(3, np.inf)
+    decrease_is_exact(A, y, np.zeros(3), -inf, inf)
+    # theta_0 on an upper bound of 0, below its optimum (2): it stays there
+    upper = np.array([0.0, np.inf, np.inf])
+    decrease_is_exact(A, y, np.zeros(3), -inf, upper)
+    # theta_0 on its upper bound with the gradient pushing it out, yet the box's optimum
+    # moves it to its lower bound: the columns nearly collinear
+    A2 = np.array([[1.0, 1.0], [0.01, 0.0], [0.0, 0.0]])
+    y2 = -np.array([-1e-3, 0.0999, 5.0])
+    lo2, hi2 = np.array([-1.0, -10.0]), np.array([0.0, 10.0])
+    decrease_is_exact(A2, y2, np.zeros(2), lo2, hi2)
+    assert ls.model_decrease(-y2, A2, np.zeros(2), lo2, hi2) > 1e-4  # 9.5e-4, not 5e-7
     # at the optimum nothing is left
-    assert ls.model_decrease(A @ best - y, A, best, -inf, inf) < 1e-20 * cost(best)
+    best = np.linalg.lstsq(A, y, rcond=None)[0]
+    assert abs(ls.model_decrease(A @ best - y, A, best, -inf, inf)) < 1e-12
 
 
 def test_stacked_regressor_is_jittable_and_batched(planar2r):
