@@ -3,14 +3,10 @@
 import os
 
 # Compiling is three quarters of the suite's time (docs/performance.md, "Where the test suite's
-# time goes"), and the tests' programs are mostly run once, on small batches: XLA's CPU fusion
-# emitters (MLIR kernels, the default) cost about a quarter of a compile and buy speed only on
-# large batches. Without them the crane's closed loop compiles in 16 instead of 20 s and the
-# VDC controller in 5.6 instead of 9.6 s, with the same results; the suite's compiles took
-# 3641 instead of 4539 worker-s, though the end-to-end identifications, batched and run many
-# times, ran about a quarter longer (net 7158 against 7574 worker-s). Set before jax starts its
-# backend (XLA reads the flags once); the commands keep the default, which runs large batches
-# faster (the arm's forward dynamics over 10^4 states: 9 ms against 15 ms).
+# time goes"). XLA's CPU fusion emitters (MLIR kernels, XLA's default) cost about a fifth of a
+# compile and buy the project's programs no speed, so the tests compile without them, as the
+# commands do (`jaxmb.cli.CPU_FLAGS`): the suite's compiles 4539 -> 3641 worker-s, the same
+# results. Set before jax starts its backend (XLA reads the flags once).
 _FLAG = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}".strip()

@@ -1,6 +1,7 @@
 """The `jaxmb` command."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -19,6 +20,28 @@ def test_default_runs_the_main_job_on_the_bundled_logs(monkeypatch):
     assert seen["model"] == "kr300" and [p.rsplit("_", 1)[-1] for p in seen["log"]] == ["A.parquet"]
     assert [v.rsplit("_", 1)[-1] for v in seen["validate"]] == ["B.parquet", "C.parquet"]
     assert seen["cutoff"] is None  # the main job runs with the defaults (issue 31)
+
+
+def test_commands_set_their_xla_flags_and_keep_the_users(monkeypatch):
+    """The commands split the CPU into devices and compile without XLA's fusion emitters; an
+    option already in $XLA_FLAGS is the user's and stays as given."""
+    import argparse
+
+    from jaxmb.cli import setup_devices
+
+    args = argparse.Namespace(cpu_devices=3, coordinator=None, distributed=False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    setup_devices(args)
+    flags = os.environ["XLA_FLAGS"].split()
+    assert sorted(flags) == [
+        "--xla_cpu_use_fusion_emitters=false",
+        "--xla_force_host_platform_device_count=3",
+    ]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true --xla_dump_to=/tmp/d")
+    setup_devices(args)
+    flags = os.environ["XLA_FLAGS"].split()
+    assert flags[:2] == ["--xla_cpu_use_fusion_emitters=true", "--xla_dump_to=/tmp/d"]
+    assert flags[2:] == ["--xla_force_host_platform_device_count=3"]
 
 
 def test_state_prints_the_arm_dynamics(capsys):

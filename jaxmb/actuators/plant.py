@@ -27,11 +27,13 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxmb.actuators.hydraulics import BAR, HydraulicActuator
-from jaxmb.algorithms.dynamics import external_forces, forward_dynamics, gravity_forces
+from jaxmb.algorithms.dynamics import external_forces, gravity_forces
+from jaxmb.algorithms.terms import forward_from_state
+from jaxmb.algorithms.tree_dynamics import augmented_state, map_and_jacobian
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
 from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked
-from jaxmb.multibody.kinematics import world_transforms
+from jaxmb.multibody.kinematics import frame_transforms
 from jaxmb.multibody.model import Model
 
 __all__ = [
@@ -188,18 +190,30 @@ class HydraulicPlant(AbstractPlant):
 
     def _pistons(self, q, qd) -> tuple[Array, Array, Array]:
         """`piston_kinematics` without the input checks."""
-        if not self.actuators:
-            z = jnp.zeros((0,), dtype=q.dtype)
-            return z, z, jnp.zeros((0, self.n), dtype=q.dtype)
+        qhat, E = map_and_jacobian(self.model, q)
+        return self._pistons_at(qhat, E, qd)
 
-        def positions(q_):
-            T = world_transforms(self.model, q_)
-            x = jnp.stack(
+    def _pistons_at(self, qhat, E, qd) -> tuple[Array, Array, Array]:
+        """`_pistons` at the augmented coordinates ``qhat = Xi(q)`` and ``E = dXi/dq`` (None:
+        ``qhat = q``) that the vector field shares with the forward dynamics: the mounts'
+        lengths are functions of ``qhat``, so ``J_x = (dx/dqhat) E``, E's n columns carried
+        through one kinematic pass as tangents (the primal once)."""
+        if not self.actuators:
+            z = jnp.zeros((0,), dtype=qhat.dtype)
+            return z, z, jnp.zeros((0, self.n), dtype=qhat.dtype)
+
+        def positions(qhat_):
+            T = frame_transforms(self.model, qhat_, fused=True)
+            return jnp.stack(
                 [a.mount.length_at(self.model, T) - a.mount.l_min for a in self.actuators]
             )
-            return x, x
 
-        J, x = jax.jacfwd(positions, has_aux=True)(q)
+        E = jnp.eye(self.n, dtype=qhat.dtype) if E is None else E
+
+        def along(e):
+            return jax.jvp(positions, (qhat,), (e,))
+
+        x, J = jax.vmap(along, in_axes=1, out_axes=(None, 1))(E)
         return x, J @ qd, J
 
     def initial_state(self, q0, qd0, actuators: Mapping | None = None, *, p_b=40 * BAR) -> dict:
@@ -256,7 +270,10 @@ class HydraulicPlant(AbstractPlant):
         del t
         y, command = finite_state(y, command)
         q, qd, act = y["q"], y["qd"], y["actuators"]
-        x, xd, J = self._pistons(q, qd)
+        # one kinematic pass: the coordinate map and its derivatives serve the pistons and the
+        # forward dynamics alike
+        state = augmented_state(self.model, q, qd)
+        x, xd, J = self._pistons_at(state.qhat, state.E, qd)
         Q = self._direct_forces(command)
         if forces is not None:
             Q = Q + forces
@@ -265,7 +282,7 @@ class HydraulicPlant(AbstractPlant):
             s = act[a.name]
             Q = Q + J[i] * a.force(xd[i], s, x[i])
             rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
-        qdd = forward_dynamics(self.model, q, qd, Q, wrenches)
+        qdd = forward_from_state(self.model, state, Q, wrenches)
         return {"q": qd, "qd": qdd, "actuators": rates}
 
     def state_scale(self, y) -> dict:

@@ -51,6 +51,7 @@ __all__ = [
     "unchecked_crba",
     "unchecked_rnea",
     "unchecked_forward",
+    "forward_from_state",
     "gamma_and_rest",
     "crba",
     "rnea",
@@ -209,7 +210,22 @@ def unchecked_forward(
 ) -> Float[Array, " n"]:
     r"""$\ddot q = \Gamma^{-1}(Q_e + Q_a - h)$ (eq. (13)) from one kinematic pass: ABA on the
     augmented tree (`jaxmb.algorithms.aba`), or Gamma and $h - Q_e$ from the pass and a Cholesky solve."""
-    state = augmented_state(model, q, qd)
+    return forward_from_state(
+        model, augmented_state(model, q, qd), tau, wrenches, choice=choice, solve=solve
+    )
+
+
+def forward_from_state(
+    model: Model,
+    state: AugmentedState,
+    tau: Float[Array, " n"],
+    wrenches: Mapping[str, Array] | None = None,
+    *,
+    choice: str = "auto",
+    solve: str = "auto",
+) -> Float[Array, " n"]:
+    """`unchecked_forward` at an augmented state the caller has computed and shares with
+    other readers (a hydraulic plant's piston kinematics)."""
     tau = jnp.asarray(tau, state.qd.dtype)
     if solver(model, solve) == "aba":
         kin = tree_kinematics(model, state.qhat, state.qhatd, gravity=False)

@@ -35,6 +35,7 @@ from jaxmb.multibody.tree import Tree, scan_down, subtree_sums, tree_of
 __all__ = [
     "AugmentedState",
     "augmented_state",
+    "map_and_jacobian",
     "TreeKinematics",
     "tree_kinematics",
     "TreeForces",
@@ -69,6 +70,16 @@ class AugmentedState(eqx.Module):
         return qdd if self.E is None else self.E @ qdd + self.Edot_qd
 
 
+def map_and_jacobian(model: Model, q: Float[Array, " n"]) -> tuple[Array, Array | None]:
+    """``qhat = Xi(q)`` and ``E = dXi/dq`` (Dastranj & Mattila (2026) eq. (26)) from one
+    forward-mode pass (n tangents; the primal rides along once); ``(q, None)`` without a
+    coordinate map."""
+    if model.coordinate_map is None:
+        return q, None
+    E, qhat = jax.jacfwd(lambda q_: (model.coordinate_map(q_),) * 2, has_aux=True)(q)
+    return qhat, E
+
+
 def augmented_state(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"]) -> AugmentedState:
     """Evaluate the coordinate map and its first two derivatives once, for every consumer."""
     dtype = jnp.result_type(q, qd, model.gravity)
@@ -76,9 +87,7 @@ def augmented_state(model: Model, q: Float[Array, " n"], qd: Float[Array, " n"])
     if model.coordinate_map is None:
         return AugmentedState(q, qd, q, qd, jnp.zeros_like(qd), None)
     Xi = model.coordinate_map
-    # Xi and E = dXi/dq (Dastranj & Mattila (2026) eq. (26)) from one forward-mode pass (n
-    # tangents; the primal rides along once)
-    E, qhat = jax.jacfwd(lambda q_: (Xi(q_),) * 2, has_aux=True)(q)
+    qhat, E = map_and_jacobian(model, q)
     # qhat_ddot = E qdd + Edot qd (the time derivative of qhat_dot = E qd), with
     # Edot qd = D^2 Xi(q)[qd, qd]: a jvp of a jvp, two tangents (not the jvp of the whole
     # Jacobian, n of them, then a product with qd)
