@@ -101,6 +101,18 @@ def test_twist_from_transform_matches_frame_jacobian(arm):
         np.testing.assert_allclose(V, jaxmb.frame_jacobian(arm, q, frame) @ qd, atol=1e-12)
 
 
+def test_skew_of_a_batch_is_the_cross_product_matrix_of_each():
+    """`skew` (a product with the Levi-Civita symbol) over a batch: each entry exactly the
+    written-out bracket, the matrix of numpy's cross product."""
+    rng = np.random.default_rng(5)
+    W, X = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    S = np.asarray(spatial.skew(jnp.asarray(W)))
+    np.testing.assert_array_equal(S, np.stack([skew_np(w) for w in W]))
+    np.testing.assert_allclose(np.einsum("kij,kj->ki", S, X), np.cross(W, X), rtol=0, atol=1e-15)
+    S2 = np.asarray(spatial.skew(jnp.asarray(rng.normal(size=(2, 4, 3)))))
+    assert S2.shape == (2, 4, 3, 3) and np.array_equal(S2, -np.swapaxes(S2, -1, -2))
+
+
 def test_small_matmul_is_the_matrix_product():
     """`small_matmul` (the fused form of the plant's small products) is numpy's matrix
     product for matrix.vector and matrix.matrix, and so is its forward-mode derivative."""

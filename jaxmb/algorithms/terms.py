@@ -215,6 +215,7 @@ def unchecked_forward(
     )
 
 
+@eqx.filter_jit
 def forward_from_state(
     model: Model,
     state: AugmentedState,
