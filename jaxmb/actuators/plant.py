@@ -275,8 +275,8 @@ class HydraulicPlant(AbstractPlant):
         """`vector_field` of a checked state, compiled as a function of its own: an integrator
         calls the field at every stage, and the transformations around it (forward-mode
         sensitivities, vmaps over segments and parameters) then trace it once and reuse it,
-        where they traced every call (the output error's residual and Jacobian traced in
-        7.0 s instead of 11.5 s, again in 2.4 s instead of 5.8 s; docs/performance.md)."""
+        where they traced every call (the output error's residual and Jacobian trace in about
+        two thirds of the time, a second program in about 40 %; docs/performance.md)."""
         q, qd, act = y["q"], y["qd"], y["actuators"]
         # one kinematic pass: the coordinate map and its derivatives serve the pistons and the
         # forward dynamics alike
