@@ -43,6 +43,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import numpy as np
 import pyarrow as pa
@@ -78,9 +79,12 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
     figures reduced from them (norms in the bounds) equal to 1e-15 relative, as XLA may fuse
     those last reductions differently; the same layout (a resumed study) gives the same bits.
 
-    The study and the controller are constants of the compiled code (as arguments, XLA's
-    layout-dependent choices reached into the solves: measured 1e-6 relative across device
-    counts), so another controller compiles again.
+    The study's and the controller's arrays (gains, nominal values, save times, the plant's
+    parameters) are arguments of the compiled code, replicated to every device, and their
+    structure is its static part: another controller, gains or study of the same shapes (a
+    tuning's validation of the tuned and of the given gains, a study rerun with other nominal
+    values) reuses the program compiled for the first (`_chunk_program`, one jit cache for
+    every runner).
 
     Traced under `jaxmb.multibody.checks.failures_as_nan`, so a sample that leaves its model's domain is a
     failed sample, not an error for the batch."""
@@ -89,14 +93,6 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
         raise ValueError(f"lanes: must be an integer >= 1, got {lanes}")
     mesh = Mesh(np.asarray(devices), ("sample",))
     granule = lanes * len(devices)
-
-    def device_slice(values):
-        return jax.lax.map(lambda v: study.run(controller, v), values, batch_size=lanes)
-
-    local = jax.shard_map(
-        device_slice, mesh=mesh, in_specs=P("sample"), out_specs=P("sample"), check_vma=False
-    )
-    compiled = {}
 
     def run(indices):
         indices = np.asarray(indices, dtype=np.int64)
@@ -108,13 +104,38 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
         values = study.values(indices)  # every process draws the same, on the host
         sharding = NamedSharding(mesh, P("sample"))
         x = jax.make_array_from_callback(values.shape, sharding, lambda idx: values[idx])
-        key = values.shape
-        if key not in compiled:
-            with failures_as_nan():
-                compiled[key] = jax.jit(local).lower(x).compile()
-        return {"values": values, **compiled[key](x)}
+        replicated = jax.tree.map(
+            lambda a: _replicate(a, mesh) if eqx.is_array(a) else a, (study, controller)
+        )
+        with failures_as_nan():
+            out = _chunk_program(replicated, x, mesh, lanes)
+        return {"values": values, **out}
 
     return run, granule
+
+
+def _replicate(a, mesh):
+    """``a`` as a global array with a full copy on every device of ``mesh`` (every process
+    holds the same host values, so each fills its own devices)."""
+    a = np.asarray(a)
+    return jax.make_array_from_callback(a.shape, NamedSharding(mesh, P()), lambda idx: a[idx])
+
+
+@eqx.filter_jit
+def _chunk_program(study_controller, values, mesh, lanes):
+    """The samples ``values`` (B, P), sharded over ``mesh``, each device's slice ``lanes`` at
+    a time (`chunk_runner`), for ``study_controller = (study, controller)``: their arrays are
+    the program's arguments, the rest (structure, names, options) its static part."""
+    dynamic, static = eqx.partition(study_controller, eqx.is_array)
+
+    def device_slice(dynamic, values):
+        study, controller = eqx.combine(dynamic, static)
+        return jax.lax.map(lambda v: study.run(controller, v), values, batch_size=lanes)
+
+    return jax.shard_map(
+        device_slice, mesh=mesh, in_specs=(P(), P("sample")), out_specs=P("sample"),
+        check_vma=False,
+    )(dynamic, values)  # fmt: skip
 
 
 def _gather(tree) -> dict:
