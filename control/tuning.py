@@ -31,7 +31,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 
 import equinox as eqx
@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import Array
 
 from jaxmb.control.bounds import ultimate_bounds
 from jaxmb.control.montecarlo import values_hash
@@ -79,13 +80,14 @@ class TuningWeights:
             the worst ``alpha`` fraction (CVaR).
     """
 
-    tolerated_error: tuple[float, ...] = (0.01, 0.01, 0.002)
-    effort: float = 0.1
-    chattering: float = 0.01
-    bound: float = 0.1
-    penalty: float = 1000.0
-    margin: float = 0.2
-    peak_norm: float = 16.0
+    # numbers, or arrays where a compiled loss takes them as arguments (`_value_and_grad`)
+    tolerated_error: tuple[float, ...] | Array = (0.01, 0.01, 0.002)
+    effort: float | Array = 0.1
+    chattering: float | Array = 0.01
+    bound: float | Array = 0.1
+    penalty: float | Array = 1000.0
+    margin: float | Array = 0.2
+    peak_norm: float | Array = 16.0
     cvar: float | None = None
 
 
@@ -441,15 +443,33 @@ def failed_step(k: int, gains: dict) -> RuntimeError:
 def _loss_and_gradient(study, base, values, weights, rtol, atol):
     """The arm's `Tuner.loss_and_gradient`: reverse mode through the vmapped samples, solved
     by Tsit5 whatever the study's method (at rtol 1e-8 steps are set by accuracy, not by the
-    boundary layer's stiffness, and Rodas4 saves too few of them to pay for its Jacobians)."""
+    boundary layer's stiffness, and Rodas4 saves too few of them to pay for its Jacobians).
+    One compiled program (`_value_and_grad`) serves every study, controller, sample set and
+    weights of the same shapes."""
     options = replace(study.options, rtol=rtol, atol=atol, method="tsit5")
     g0 = {k: jnp.asarray(getattr(base, k)) for k in GAIN_NAMES}
-    fn = eqx.filter_jit(
-        jax.value_and_grad(
-            lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
-        )
-    )
+    values = jnp.asarray(values)
+    numbers = {
+        f.name: jnp.asarray(getattr(weights, f.name), float)
+        for f in fields(weights)
+        if f.name != "cvar"
+    }
+
+    def fn(theta):
+        return _value_and_grad(theta, g0, study, base, values, numbers, weights.cvar, options)
+
     return fn, g0
+
+
+@eqx.filter_jit
+def _value_and_grad(theta, g0, study, base, values, numbers, cvar, options):
+    """``((J, aux), dJ/dtheta)`` of `tuning_loss`: every argument but ``cvar`` and the solver
+    options is traced (the weights' numbers included), so nothing is a constant of the
+    program."""
+    weights = TuningWeights(**numbers, cvar=cvar)
+    return jax.value_and_grad(
+        lambda th: tuning_loss(th, g0, study, base, values, weights, options), has_aux=True
+    )(theta)
 
 
 def _row(aux, gains, weights, study):
