@@ -97,15 +97,21 @@ def crane_replay(
     return simulate(plant, table, None, q0, jnp.zeros(2), ts, progress=progress, **opts)
 
 
+@eqx.filter_jit
+def _terms_along(controller: VDCController, t, q, qd, acts):
+    """`VDCController.terms` at every saved state (compiled once per controller layout)."""
+    return jax.vmap(
+        lambda t_, q_, qd_, a: controller.terms(t_, {"q": q_, "qd": qd_, "actuators": a})
+    )(t, q, qd, acts)
+
+
 def control_series(controller: VDCController, tr: Trajectory) -> dict[str, np.ndarray]:
     """Required piston forces and piston velocities along a closed-loop run (for the report)."""
     acts = {
         a.name: {"p_a": tr.signals[f"p_a_{a.name}"], "p_b": tr.signals[f"p_b_{a.name}"]}
         for a in controller.plant.actuators
     }
-    T = eqx.filter_jit(
-        jax.vmap(lambda t, q, qd, a: controller.terms(t, {"q": q, "qd": qd, "actuators": a}))
-    )(tr.t, tr.q, tr.qd, acts)
+    T = _terms_along(controller, tr.t, tr.q, tr.qd, acts)
     out = {}
     for i, a in enumerate(controller.plant.actuators):
         out[f"f_r_{a.name}"] = np.asarray(T.f_pr[:, i])

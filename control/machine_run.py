@@ -104,11 +104,13 @@ def run_machine(
     controller = machine_controller(machine, plant, gains)
     t_final = machine.task.t_final if t_final is None else t_final
     ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
-    # quiet: one compiled program; with the bar, `simulate`'s chunks (see control.crane_run)
-    compiled = eqx.filter_jit if not progress else (lambda f: f)
-    tr = compiled(lambda p, c: machine_closed_loop(p, c, ts, progress=progress, throw=False))(
-        plant, controller
-    )
+    # quiet: one compiled program, reused by every later run of the same shapes in this
+    # process (plant, controller and grid are its arguments); with the bar, `simulate`'s
+    # chunks (see control.crane_run)
+    if progress:
+        tr = machine_closed_loop(plant, controller, ts, progress=True, throw=False)
+    else:
+        tr = closed_loop_run(plant, controller, ts)
     extra = {
         "machine": machine.name,
         "mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91), required forces by virtual "
