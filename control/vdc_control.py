@@ -56,7 +56,8 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.hydraulics import signed_sqrt
 from jaxmb.actuators.plant import HydraulicPlant
-from jaxmb.algorithms.dynamics import forward_dynamics
+from jaxmb.algorithms.terms import forward_from_state
+from jaxmb.algorithms.tree_dynamics import augmented_state
 from jaxmb.multibody.checks import checked
 from jaxmb.simulation import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
@@ -156,13 +157,12 @@ class VDCController(eqx.Module):
         return self.k_v * Ms + self.k_0 * jnp.eye(6)[None]
 
     def _required(self, t, q, qd):
-        """``((f_pr, xd_r), (v, dV, (x, xd, J)))`` at time t for the measured (q, qd): the
-        required piston forces and velocities, and what else the law reads at (q, qd)."""
+        """``((f_pr, xd_r), (v, dV))`` at time t for the measured (q, qd): the required piston
+        forces and velocities, and the bodies' velocity errors."""
         q_d, qd_d, qdd_d = desired_state(self.reference, t)
         qd_r = qd_d + self.lam * (q_d - q)  # eq. (36)
         qdd_r = qdd_d + self.lam * (qd_d - qd)  # its time derivative
-        pistons = self.plant.piston_kinematics(q, qd)
-        J = pistons[2]
+        _, _, J = self.plant.pistons_at(augmented_state(self.plant.model, q, qd))
         if self.chain is None:  # the same forces by virtual power over the bodies
             req = body_required_forces(self.plant.model, q, qd, qd_r, qdd_r, self.body_gains())
             f_cr = jnp.linalg.solve(J.T, req.tau_r)  # tau = J_x^T f
@@ -173,25 +173,27 @@ class VDCController(eqx.Module):
         f_fric = jnp.stack(
             [a.friction_force(xd_r[i], {}) for i, a in enumerate(self.plant.actuators)]
         )
-        return (f_cr + f_fric, xd_r), (req.v, req.dV, pistons)  # eq. (78)
+        return (f_cr + f_fric, xd_r), (req.v, req.dV)  # eq. (78)
 
     def terms(self, t, y) -> VDCTerms:
         """Evaluate the law at time t for the measured state dict ``y``."""
         q, qd, act = y["q"], y["qd"], y["actuators"]
         plant = self.plant
         t = jnp.asarray(t, float)
-        # one pass: linearized at (t, q, qd), the required forces' rate follows below from the
-        # model's acceleration, which needs the piston kinematics the pass computes on its way
-        (f_pr, xd_r), rate, (v, dV, (x, xd, J)) = jax.linearize(
-            self._required, t, q, qd, has_aux=True
-        )
+        # one kinematic pass at (q, qd) serves the pistons and the model's acceleration; the
+        # required forces and their rate then come from one forward-mode pass along
+        # (1, qd, qdd_hat), whose primal repeats that kinematics (XLA computes it once)
+        state = augmented_state(plant.model, q, qd)
+        x, xd, J = plant.pistons_at(state)
         acts = plant.actuators
         p_a = jnp.stack([act[a.name]["p_a"] for a in acts])
         p_b = jnp.stack([act[a.name]["p_b"] for a in acts])
         f_p = jnp.stack([a.cylinder.force(p_a[i], p_b[i]) for i, a in enumerate(acts)])
         f_net = jnp.stack([a.force(xd[i], act[a.name], x[i]) for i, a in enumerate(acts)])
-        qdd_hat = forward_dynamics(plant.model, q, qd, J.T @ f_net)  # the model's acceleration
-        fdot_pr, _ = rate(jnp.ones_like(t), qd, qdd_hat)  # xd_r's rate is unused: XLA drops it
+        qdd_hat = forward_from_state(plant.model, state, J.T @ f_net)  # the model's acceleration
+        (f_pr, xd_r), (fdot_pr, _), (v, dV) = jax.jvp(
+            self._required, (t, q, qd), (jnp.ones_like(t), qd, qdd_hat), has_aux=True
+        )  # xd_r's rate is unused: XLA drops it
         u_fr, u = [], []
         for i, a in enumerate(acts):
             c, val = a.cylinder, a.valve

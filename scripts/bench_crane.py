@@ -113,27 +113,42 @@ def vector_field_cost(plant, ctrl):
     """Seconds per evaluation of the plant's vector field and of the controller inside one
     compiled loop (no dispatch)."""
     from jaxmb.models.crane import WAYPOINTS as W
+    from jaxmb.multibody.checks import failures_as_nan
+    from jaxmb.vdc.bodies import body_required_forces, body_required_forces_by_jacobians
 
     y0 = plant.initial_state(jnp.asarray(W["A"]), jnp.zeros(2))
-    p, s = eqx.partition((ctrl, plant), eqx.is_array)
+    bodies = eqx.tree_at(lambda c: c.chain, ctrl, None, is_leaf=lambda x: x is None)
+    p, s = eqx.partition((ctrl, bodies, plant), eqx.is_array)
+    K = bodies.body_gains()
+    r = (jnp.asarray([0.2, -0.1]), jnp.asarray([0.1, 0.3]))
+
+    def forces(route):
+        return lambda c, b, pl, y: route(pl.model, y["q"], y["qd"], *r, K).tau_r
+
     N = 2000
     out = {}
     for name, fn in (
-        ("plant vector field", lambda c, pl, y: pl.vector_field(0.3, y, jnp.ones(2))),
-        ("VDC controller", lambda c, pl, y: c(0.3, y)),
+        ("plant vector field", lambda c, b, pl, y: pl.vector_field(0.3, y, jnp.ones(2))),
+        ("VDC controller, segments (crane_chain)", lambda c, b, pl, y: c(0.3, y)),
+        ("VDC controller, bodies (machine files)", lambda c, b, pl, y: b(0.3, y)),
+        ("bodies' required forces: O(n) pass", forces(body_required_forces)),
+        ("  the same by Jacobians (the peer)", forces(body_required_forces_by_jacobians)),
     ):
 
         def body(i, acc, fn=fn):
-            c, pl = eqx.combine(p, s)
+            c, b, pl = eqx.combine(p, s)
             y = jax.tree.map(lambda x: x + 1e-12 * acc, y0)
-            leaves = jax.tree.leaves(fn(c, pl, y))
+            leaves = jax.tree.leaves(fn(c, b, pl, y))
             return acc + 1e-30 * sum(jnp.sum(x) for x in leaves)
 
-        f = jax.jit(lambda p, body=body: jax.lax.fori_loop(0, N, body, 0.0))
-        out[name] = best_of(lambda f=f: jax.block_until_ready(f(p)), args.repeats) / N
+        with failures_as_nan():  # no run-time checks in the loop, as in the workflows
+            f = jax.jit(lambda p, body=body: jax.lax.fori_loop(0, N, body, 0.0))
+            out[name] = best_of(lambda f=f: jax.block_until_ready(f(p)), args.repeats) / N
     print("\ncost of one evaluation inside a compiled loop:")
     for k, v in out.items():
-        print(f"  {k:<22}{v * 1e6:8.1f} us")
+        print(f"  {k:<40}{v * 1e6:8.1f} us")
+    ratio = out["bodies' required forces: O(n) pass"] / out["  the same by Jacobians (the peer)"]
+    print(f"  O(n) pass / Jacobians: {ratio:.2f}")
 
 
 def batched(plant, ctrl):

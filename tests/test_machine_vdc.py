@@ -14,13 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxmb
+import jaxmb.algorithms.terms as terms
 from jaxmb.cli import main
 from jaxmb.control.crane_run import GAINS
 from jaxmb.control.machine_run import closed_loop_run, machine_controller
 from jaxmb.io.machine import load_machine
 from jaxmb.models.crane import abcd_reference, crane_chain
 from jaxmb.vdc import M_A, chain_bodies, required_forces
-from jaxmb.vdc.bodies import body_gains, body_required_forces
+from jaxmb.vdc.bodies import body_gains, body_required_forces, body_required_forces_by_jacobians
 
 KNUCKLE = Path(__file__).parent.parent / "data/machines/knuckle_telescope/knuckle_telescope.toml"
 
@@ -63,6 +64,32 @@ def test_body_form_is_inverse_dynamics_when_the_required_velocity_is_measured():
             bod.tau_r, jaxmb.inverse_dynamics(plant.model, q, qd, qdd), rtol=1e-10, atol=1e-8
         )
         np.testing.assert_allclose(bod.v, 0.0, atol=1e-20)
+
+
+@pytest.mark.parametrize("route", ["unrolled", "scan"])
+@pytest.mark.parametrize("machine", ["crane", "knuckle"])
+def test_body_recursion_is_the_sum_over_the_bodies_jacobians(machine, route, monkeypatch):
+    """The O(n) pass over the augmented tree (required twists as path sums, their rates along
+    the measured motion, wrenches summed tip to base) gives ``sum_A J_A^T F*_Ar`` with every
+    body's Jacobian formed (the definition, through autodiff of the Jacobians), the velocity
+    errors and the accompanying functions, with a gain ``k_0 I`` that the segment form lacks,
+    for the small trees' unrolled products and the large trees' scans alike."""
+    monkeypatch.setattr(terms, "UNROLL_MAX_FRAMES", 16 if route == "unrolled" else 0)
+    plant = load_machine("crane" if machine == "crane" else KNUCKLE, payload=80.0).plant
+    K = body_gains(plant.model, 20.0, 3.0)
+    rng = np.random.default_rng(2)
+    lo, hi = (
+        ([-0.3, -0.7], [1.3, 0.6]) if machine == "crane" else ([0.25, -0.5, 0.1], [0.7, 0.2, 0.8])
+    )
+    for _ in range(3):
+        q = jnp.asarray(rng.uniform(lo, hi))
+        qd, qd_r, qdd_r = _rates(rng, plant.n)
+        fast = body_required_forces(plant.model, q, qd, qd_r, qdd_r, K)
+        ref = body_required_forces_by_jacobians(plant.model, q, qd, qd_r, qdd_r, K)
+        scale = jnp.max(jnp.abs(ref.tau_r))
+        np.testing.assert_allclose(fast.tau_r, ref.tau_r, rtol=1e-12, atol=1e-12 * scale)
+        np.testing.assert_allclose(fast.dV, ref.dV, atol=1e-12)
+        np.testing.assert_allclose(fast.v, ref.v, rtol=1e-10, atol=1e-10)
 
 
 def test_crane_file_holds_the_spec_task_and_the_crane_gains():

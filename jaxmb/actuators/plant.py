@@ -29,7 +29,7 @@ from jaxtyping import Array, Float
 from jaxmb.actuators.hydraulics import BAR, HydraulicActuator
 from jaxmb.algorithms.dynamics import external_forces, gravity_forces
 from jaxmb.algorithms.terms import forward_from_state
-from jaxmb.algorithms.tree_dynamics import augmented_state, map_and_jacobian
+from jaxmb.algorithms.tree_dynamics import AugmentedState, augmented_state, map_and_jacobian
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
 from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked
@@ -193,6 +193,11 @@ class HydraulicPlant(AbstractPlant):
         qhat, E = map_and_jacobian(self.model, q)
         return self._pistons_at(qhat, E, qd)
 
+    def pistons_at(self, state: AugmentedState) -> tuple[Array, Array, Array]:
+        """`piston_kinematics` at an augmented state the caller shares with other readers (the
+        forward dynamics, a controller's required forces); unchecked."""
+        return self._pistons_at(state.qhat, state.E, state.qd)
+
     def _pistons_at(self, qhat, E, qd) -> tuple[Array, Array, Array]:
         """`_pistons` at the augmented coordinates ``qhat = Xi(q)`` and ``E = dXi/dq`` (None:
         ``qhat = q``) that the vector field shares with the forward dynamics: the mounts'
@@ -281,7 +286,7 @@ class HydraulicPlant(AbstractPlant):
         # one kinematic pass: the coordinate map and its derivatives serve the pistons and the
         # forward dynamics alike
         state = augmented_state(self.model, q, qd)
-        x, xd, J = self._pistons_at(state.qhat, state.E, qd)
+        x, xd, J = self.pistons_at(state)
         Q = self._direct_forces(command)
         if forces is not None:
             Q = Q + forces

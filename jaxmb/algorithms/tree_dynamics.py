@@ -41,6 +41,7 @@ __all__ = [
     "TreeForces",
     "tree_forces",
     "joint_forces",
+    "column_forces",
     "crba_world",
     "rnea_world",
     "gravity_world",
@@ -287,7 +288,14 @@ def joint_forces(
     model: Model, kin: TreeKinematics, F: Float[Array, "nf 6"]
 ) -> Float[Array, " nhat"]:
     """``tau_k = s_k^T F_k`` on the augmented coordinates."""
-    return _to_coordinates(tree_of(model), jnp.sum(kin.s * F, -1))
+    return column_forces(model, kin.s, F)
+
+
+def column_forces(
+    model: Model, s: Float[Array, "nf 6"], F: Float[Array, "nf 6"]
+) -> Float[Array, " nhat"]:
+    """`joint_forces` for joint columns ``s`` however they were computed."""
+    return _to_coordinates(tree_of(model), jnp.sum(s * F, -1))
 
 
 def crba_world(model: Model, kin: TreeKinematics, forces: TreeForces) -> Float[Array, "nhat nhat"]:
