@@ -26,7 +26,6 @@ segment frames and on its massless virtual links, so the two differ there by a t
 Velocities and forces are ``[v; omega]`` and ``[f; m]`` here as in `jaxmb.vdc`; the rest of
 jaxmb's ``[omega; v]`` Jacobians are reordered at the boundary.
 
-
 Computed as one pass over the augmented tree, O(n) (`body_required_forces`), in the
 inertial frame S as `jaxmb.algorithms.tree_dynamics` does: the required twists of the frames
 are path sums ``v_r,k = sum_{j in path(k)} s_j qhatd_r,j`` of the joint columns, and their
@@ -40,8 +39,8 @@ loops' coordinate map. Each body's frame reads ``V_r = Ad^{-1} v_r`` and
 and the wrenches, moved back to S, are summed tip to base onto the joints:
 ``tau_hat_k = s_k^T sum_{d in subtree(k)} F_d``, ``tau_r = E^T tau_hat``. It is the
 recursive Newton-Euler form of a reference-velocity law, as Niemeyer & Slotine (1991) write the
-Slotine-Li controller; the Jacobian form of the sum, its definition, is kept as `body_required_forces_by_jacobians`
-(`tests/test_machine_vdc.py` checks the two agree)."""
+Slotine-Li controller; the Jacobian form of the sum, its definition, is kept as
+`body_required_forces_by_jacobians` (`tests/test_machine_vdc.py` checks the two agree)."""
 
 from typing import NamedTuple
 
