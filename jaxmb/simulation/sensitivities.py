@@ -10,23 +10,29 @@ CRBA, RNEA, hydraulics), P times. The staggered direct method (Caracotsios & Ste
 Comput. Chem. Eng. 9(4)) forms ``df/dy`` once per evaluation and applies it to all columns by
 one small matrix product; ``df/dtheta_j`` then needs only the inputs that carry a tangent.
 
-``df/dy`` and ``df/dtheta`` (the plant leaves, time, commands and loads that carry a tangent)
-are one `jax.jacfwd` over the flattened inputs together: every column shares one copy of the
-field's derivative code, as a lane of one vmapped pass, and ``dS/dt`` is one matrix product
-with ``[S; dtheta]``. Measured on the crane's residual and 12-column Jacobian, half-second
-segments, one device: against plain forward mode, 32 segments 4.33 -> 1.59 s and the
-knuckle's 18 columns 11.2 -> 2.22 s (equal to 1e-13), 8 segments 1.05 -> 0.62 s. An earlier
-form took one Jacobian per top-level entry of the state (``q``, ``qd``, ``actuators``), so that
-a velocity or a pressure tangent skipped the kinematics that only ``q`` enters, and pushed the
-parameters' tangents through a pass of their own; but at batches of a few lanes a step is
-bound by its count of XLA kernels more than by its arithmetic, and each of those four passes
-was a copy of the field's derivative in every program. One Jacobian instead (2026-12-02, the
-crane's 8-segment residual and Jacobian program, XLA's CPU flags as the commands set them, a
-machine loaded by a test run): 46 783 -> 33 808 HLO instructions, 29 017 -> 17 561 lines of
-StableHLO, XLA compile 91 -> 61 s, a run 10.2 -> 5.8 s; the same residuals, the Jacobian to
-1e-15. Reverse mode would form the Jacobian on every forward step and gains nothing from it;
-forward mode asks for the rule by `SharedJacobianForwardMode` (output-error identification
-does).
+``df/dy`` is formed by groups of the state, one `jax.jacfwd` per top-level entry of the state
+dict (``q``, ``qd``, ``actuators``), so that a velocity or a pressure tangent skips the
+kinematics that only ``q`` enters. Measured on the crane's residual and 12-column Jacobian,
+half-second segments, one device: 32 segments 4.33 -> 1.59 s and the knuckle's 18 columns
+11.2 -> 2.22 s (equal to 1e-13), 8 segments 1.05 -> 0.62 s. At batches of a few lanes a step
+is bound by its count of XLA kernels, which the three Jacobians raise, more than by its
+arithmetic: 4 half-second crane segments 0.40 -> 0.49 s, three 10 s ones 6.47 -> 9.32 s on one
+device, while on two devices (the CLI's) the 10 s segments came out even or faster (two
+knuckle segments a device 11-17 s -> 11-14 s, run-to-run spread). So it is asked for, by
+`SharedJacobianForwardMode` (output-error identification does); reverse mode would form the
+Jacobian on every forward step and gains nothing from it.
+
+One `jax.jacfwd` over the state and the tangent-carrying inputs together (one copy of the
+derivative code instead of four) was tried and dropped (2026-12-02). It is smaller (the
+crane's 8-segment program 46 783 -> 33 808 HLO instructions) and faster where a step is
+kernel-bound (8 segments), but at the identification's batches every one of its lanes runs
+through the kinematics, where a parameter's lane with the state tangents zero skips them. Per
+state, the crane's field over 80 vmapped states on one core: the joint Jacobian over the state
+and 16 parameters 162 us; by groups ``q`` 12.4, ``qd`` 5.8, actuators 2.7 and the 16
+parameters' pass 11.7 us, 33 us in all (the field itself 3.9 us). The residual and 16-column
+Jacobian of 80 half-second segments, one core: 27.6 s joint, 7.9 s by groups; the crane's whole
+`jaxmb identify` (payload unknown, the choices made by cross-validation, alone on this
+2-core machine) 806 s joint, 481 s by groups, the same estimates to 1e-9.
 
 The rule is exact (the same derivative as plain forward mode) and linear in the tangents;
 `jax.jacfwd` batches it over the columns (tests/test_machine.py checks both against plain
@@ -52,7 +58,7 @@ class SharedJacobianForwardMode(diffrax.ForwardMode):
 
 def shared_state_jacobian(field: Callable) -> Callable:
     """``field(plant, t, y, command, wrenches, forces) -> dy/dt`` with the derivative rule of
-    the module docstring (``y`` any pytree of arrays)."""
+    the module docstring (``y`` a dict of state groups, or any pytree as one group)."""
     rule = eqx.filter_custom_jvp(field)
 
     @rule.def_jvp
@@ -66,29 +72,27 @@ def shared_state_jacobian(field: Callable) -> Callable:
 
         out = field(plant, t, y, command, wrenches, forces)
         out_flat, unravel = ravel_pytree(out)
-        # the inputs with a tangent: the state, and the plant leaves, time, commands and loads
-        # that carry one (a fit's parameters); their Jacobian does not depend on the tangents,
-        # so under `jax.jacfwd`'s vmap over the columns it is formed once
-        primal_in, tangent_in = {}, {}
-        t_state = _filled(t_y, y)
-        if t_state is not None:
-            primal_in["y"], tangent_in["y"] = y, t_state
+        d_out = jnp.zeros_like(out_flat)
+        # df/dy S: one Jacobian per state group with a tangent, applied to every column
+        groups = y if isinstance(y, dict) else {None: y}
+        t_groups = t_y if isinstance(y, dict) or t_y is None else {None: t_y}
+        for key, value in groups.items():
+            tangent = None if t_groups is None else _filled(t_groups[key], value)
+            if tangent is None:
+                continue
+            x, unflatten = ravel_pytree(value)
+
+            def of_group(v, k=key, u=unflatten):
+                return flat(u(v) if k is None else {**y, k: u(v)})
+
+            d_out = d_out + jax.jacfwd(of_group)(x) @ ravel_pytree(tangent)[0]
+        # df/dtheta: through the inputs with a tangent only (plant leaves, time, commands, loads)
         mask = jax.tree.map(lambda t_: t_ is not None, t_rest, is_leaf=_is_none)
-        dynamic, static = eqx.partition(rest, mask)
         if any(jax.tree.leaves(mask)):
-            primal_in["rest"] = dynamic
-            tangent_in["rest"] = eqx.partition(t_rest, mask, is_leaf=_is_none)[0]
-        if not primal_in:
-            return out, unravel(jnp.zeros_like(out_flat))
-        x, unflatten = ravel_pytree(primal_in)
-
-        def of_inputs(v):
-            given = unflatten(v)
-            rest_ = eqx.combine(given["rest"], static) if "rest" in given else rest
-            return flat(given.get("y", y), rest_)
-
-        # d out = [df/dy, df/dtheta] [S; dtheta]: one Jacobian, one copy of the derivative code
-        d_out = jax.jacfwd(of_inputs)(x) @ ravel_pytree(tangent_in)[0]
+            dynamic, static = eqx.partition(rest, mask)
+            t_dynamic, _ = eqx.partition(t_rest, mask, is_leaf=_is_none)
+            _, d = jax.jvp(lambda d_: flat(y, eqx.combine(d_, static)), (dynamic,), (t_dynamic,))
+            d_out = d_out + d
         return out, unravel(d_out)
 
     return rule
