@@ -17,6 +17,7 @@ from pathlib import Path
 import equinox as eqx
 import jax.numpy as jnp
 
+from jaxmb.compile_cache import strong_types
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
 from jaxmb.control.machine_report import write_machine_report
 from jaxmb.control.vdc_control import VDCController
@@ -65,10 +66,16 @@ def machine_closed_loop(
     )  # fmt: skip
 
 
-@eqx.filter_jit
 def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False) -> Trajectory:
     """`machine_closed_loop` compiled once for every plant, controller and save grid of the
-    same shapes (all three are arguments), solver failures returned, not raised."""
+    same shapes (all three are arguments; weak types made strong, `strong_types`, so that a
+    file's payload and a sampled one share the program), solver failures returned, not
+    raised."""
+    return _closed_loop_run(*strong_types((plant, controller, ts)), progress=progress)
+
+
+@eqx.filter_jit
+def _closed_loop_run(plant, controller, ts, progress):
     return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
 
 

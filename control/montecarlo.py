@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxmb.compile_cache import strong_types
 from jaxmb.multibody.checks import failures_as_nan
 
 __all__ = [
@@ -105,7 +106,8 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
         sharding = NamedSharding(mesh, P("sample"))
         x = jax.make_array_from_callback(values.shape, sharding, lambda idx: values[idx])
         replicated = jax.tree.map(
-            lambda a: _replicate(a, mesh) if eqx.is_array(a) else a, (study, controller)
+            lambda a: _replicate(a, mesh) if eqx.is_array(a) else a,
+            strong_types((study, controller)),  # a weak type would compile the program again
         )
         with failures_as_nan():
             out = _chunk_program(replicated, x, mesh, lanes)

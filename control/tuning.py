@@ -41,6 +41,7 @@ import numpy as np
 import optax
 from jaxtyping import Array
 
+from jaxmb.compile_cache import strong_types
 from jaxmb.control.bounds import ultimate_bounds
 from jaxmb.control.montecarlo import values_hash
 from jaxmb.control.robust import RobustController
@@ -456,7 +457,9 @@ def _loss_and_gradient(study, base, values, weights, rtol, atol):
     }
 
     def fn(theta):
-        return _value_and_grad(theta, g0, study, base, values, numbers, weights.cvar, options)
+        # weak types made strong: a gain from a Python float would compile the program again
+        traced = strong_types((theta, g0, study, base, values, numbers))
+        return _value_and_grad(*traced, weights.cvar, options)
 
     return fn, g0
 

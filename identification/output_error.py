@@ -82,6 +82,7 @@ from jaxmb.actuators.parameters import (
     with_values,
 )
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.compile_cache import strong_types
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.simulation import CommandTable, simulate
@@ -460,9 +461,12 @@ def residuals_and_jacobian(
     """`residuals` and their Jacobian ``d r / d theta`` by forward mode (`jax.jacfwd`), one
     compiled function per (spec, segment shapes), the segments shared among the local devices
     (`per_device`). ``active`` (default all 1) is an argument of that function, not part of
-    it: the columns of the leaves it holds at their nominal values come out 0."""
+    it: the columns of the leaves it holds at their nominal values come out 0. The plant's
+    leaves are made strongly typed (`strong_types`), as `fit` makes them, so that a call here
+    and a fit of the same plant share that program (a weak type is part of its signature:
+    the crane's 8 segments, 20-25 s a compile)."""
     active = jnp.asarray(np.ones(len(spec)) if active is None else active, float)
-    return _residuals_and_jacobian(theta, plant, spec, segments, dt, active)
+    return _residuals_and_jacobian(theta, strong_types(plant), spec, segments, dt, active)
 
 
 @eqx.filter_jit
@@ -525,17 +529,6 @@ def cost(
         jnp.asarray(full), strong_types(plant), cols, segments, dt, active
     )
     return 0.5 * float(np.sum(np.asarray(r) ** 2))
-
-
-def strong_types(tree):
-    """``tree`` with every weakly typed array leaf made strong, of the same dtype. A weak type
-    is part of a compiled program's signature: a plant built from Python floats (a machine
-    file's, ``jnp.asarray(60.0)``) and the same plant out of `plant_with` would otherwise
-    compile every program twice (5-13 s each on the crane)."""
-    return jax.tree.map(
-        lambda x: jnp.asarray(x, dtype=x.dtype) if isinstance(x, jax.Array) and x.weak_type else x,
-        tree,
-    )
 
 
 def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):

@@ -24,9 +24,10 @@ import warnings
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable", "mapped_regions", "relieve"]
+__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable", "mapped_regions", "relieve", "strong_types"]
 
 ENV = "JAXMB_COMPILE_CACHE"
 ENV_MAX_MB = "JAXMB_COMPILE_CACHE_MAX_MB"
@@ -125,3 +126,16 @@ def relieve(fraction: float = 0.5) -> bool:
         return False
     jax.clear_caches()
     return True
+
+
+def strong_types(tree):
+    """``tree`` with every weakly typed array leaf made strong, of the same dtype. A weak type
+    is part of a compiled program's signature: a plant built from Python floats (a machine
+    file's payload, ``jnp.asarray(60.0)``) and the same plant out of ``eqx.tree_at`` with a
+    float64 array would otherwise compile every program twice (5-25 s each on the crane and
+    the knuckle). The entry points of the compiled workflows (output error, the machines'
+    closed loop) pass their pytrees through this."""
+    return jax.tree.map(
+        lambda x: jnp.asarray(x, dtype=x.dtype) if isinstance(x, jax.Array) and x.weak_type else x,
+        tree,
+    )

@@ -26,6 +26,7 @@ from jaxmb.identification.model_choice import HELD_OUT, spec_for
 from jaxmb.identification.output_error import (
     HydraulicParameters,
     make_segments,
+    plant_with,
     residuals_and_jacobian,
     simulate_segments_compiled,
     strong_types,
@@ -144,18 +145,26 @@ def test_jacobian_through_a_long_segment_matches_central_differences(crane, span
     direction, at a point 1 % from the file's values. (From 5 % off, the 10 s free run drove
     the tilt into its end stop, which the log passes 3-4 cm from: a kink, where central
     differences at any step scatter over four orders of magnitude. The fit's trust region
-    rejects such steps.)"""
+    rejects such steps.) The differences are of plain simulations (the program that scores
+    held-out segments): a Jacobian at every shifted point would cost P + 1 of them."""
     plant, seg = crane.plant, span[0]
     spec = spec_for(NAMES)
     theta = jnp.asarray(np.random.default_rng(0).uniform(-0.01, 0.01, len(spec)))
     r, J = (np.asarray(x) for x in residuals_and_jacobian(theta, plant, spec, seg))
     assert np.all(np.isfinite(J)) and np.linalg.norm(r) > 0
+
+    def weighted_residuals(th):  # `residuals`' weighting, of the plain simulation
+        y = simulate_segments_compiled(strong_types(plant_with(th, plant, spec)), seg, 1e-3)
+        w = np.asarray(seg.weights)[..., None] / np.asarray(seg.scale)[None, None, :]
+        return ((np.asarray(y) - np.asarray(seg.targets)) * w).reshape(-1)
+
+    np.testing.assert_allclose(weighted_residuals(theta), r, rtol=0, atol=1e-9 * np.abs(r).max())
     eps = 1e-5
     v = np.random.default_rng(1).normal(size=len(spec))
     for d in (np.eye(len(spec))[2], v / np.linalg.norm(v)):
-        rp, _ = residuals_and_jacobian(theta + eps * d, plant, spec, seg)
-        rm, _ = residuals_and_jacobian(theta - eps * d, plant, spec, seg)
-        fd = (np.asarray(rp) - np.asarray(rm)) / (2 * eps)
+        rp = weighted_residuals(theta + eps * d)
+        rm = weighted_residuals(theta - eps * d)
+        fd = (rp - rm) / (2 * eps)
         jd = J @ d
         assert np.linalg.norm(jd) > 0
         np.testing.assert_allclose(jd, fd, atol=1e-6 * np.linalg.norm(jd))
