@@ -258,8 +258,9 @@ def test_zero_order_hold_matches_exact_discretisation():
         xs.append(s)
         s = Ad @ s + Bd * (-kp * s[0] - kd * s[1])
     xs = np.array(xs)
-    # with the progress bar, outside jit: the scan runs as 50 calls of one compiled program
-    # over two intervals each, the bar moved between them; the same exact discretisation
+    # with the progress bar, outside jit: the scan's 101 iterations (100 intervals and the final
+    # instant's command) run as 34 calls of one compiled program over three iterations each, the
+    # last padded, the bar moved between them; the same exact discretisation
     chunked = simulate_sampled(model, lambda t, q, qd, d: -kp * q - kd * qd, None,
                                jnp.array([0.3]), jnp.array([0.0]), h=h, t_final=1.0,
                                progress=True)  # fmt: skip
@@ -267,7 +268,8 @@ def test_zero_order_hold_matches_exact_discretisation():
         np.testing.assert_allclose(r.t, np.arange(101) * h, atol=1e-15)
         np.testing.assert_allclose(r.q[:, 0], xs[:, 0], atol=1e-12)
         np.testing.assert_allclose(r.qd[:, 0], xs[:, 1], atol=1e-12)
-        np.testing.assert_allclose(r.u[:-1, 0], -kp * xs[:-1, 0] - kd * xs[:-1, 1], atol=1e-10)
+        # every row, the last too: the command at the final instant, never applied
+        np.testing.assert_allclose(r.u[:, 0], -kp * xs[:, 0] - kd * xs[:, 1], atol=1e-10)
     with pytest.raises(ValueError, match="whole number of sampling intervals"):
         simulate_sampled(model, lambda t, q, qd, d: -q, None, jnp.zeros(1), jnp.zeros(1),
                          h=0.3, t_final=1.0)  # fmt: skip

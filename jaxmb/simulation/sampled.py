@@ -268,16 +268,15 @@ def simulate_sampled(
     tick = _progress_bar(steps) if progress and _traced(q0, qd0, ts) else None
     chunked = progress and tick is None
 
-    def interval(carry, xs):
+    def advance(carry, k, t0, t1, u):
+        """One sampling interval under the held command ``u``: the new carry and state."""
         y, armed, particle, record, n_steps, ok = carry
-        k, t0, t1 = xs
         if tick is not None:
             jax.debug.callback(tick, k, ordered=True)
-        u, desired = command(t0, y)
         if impact is None:
             _, y1, taken, ok1, _ = solve(t0, t1, y, u)
             y1 = correct(y1)
-            return (y1, armed, particle, record, n_steps + taken, ok & ok1), (u, desired, y1)
+            return (y1, armed, particle, record, n_steps + taken, ok & ok1), y1
 
         def cond_fn(t, y, args, **kwargs):
             del args, kwargs
@@ -302,20 +301,35 @@ def simulate_sampled(
         y1, particle1, record1, k2, ok2 = jax.lax.cond(hit, after_impact, no_impact, None)
         y1 = correct(y1)
         carry = (y1, armed & ~hit, particle1, record1, n_steps + taken + k2, ok & ok1 & ok2)
-        return carry, (u, desired, y1)
+        return carry, y1
+
+    def interval(carry, xs):
+        # K + 1 iterations: the last (k = K) only evaluates the command at the final instant, so
+        # that the program holds one copy of the controller (the fourth-order controller of
+        # Section 6 is 27 000 lines of StableHLO, more than the rest of the loop), not a second
+        # one after the scan; `k` is never batched, so the cond stays a branch under vmap
+        k, t0, t1 = xs
+        u, desired = command(t0, carry[0])
+        carry1, y1 = jax.lax.cond(
+            k < steps,
+            lambda c: advance(c, k, t0, t1, u),
+            lambda c: (c, c[0]),
+            carry,
+        )
+        return carry1, (u, desired, y1)
 
     nan = jnp.asarray(np.nan)
     record0 = (nan, zero_jump, y0) if impact is not None else None
     particle0 = impact.particle if impact is not None else None
     carry0 = (correct(y0), jnp.array(impact is not None), particle0, record0,
               jnp.array(0), jnp.array(True))  # fmt: skip
-    xs = (jnp.arange(steps), ts[:-1], ts[1:])
+    xs = (jnp.arange(steps + 1), ts, jnp.concatenate([ts[1:], ts[-1:]]))
 
     def finish(carry, outs):
-        return _finish(carry, outs, carry0, ts, command, impact, plant, actuated)
+        return _finish(carry, outs, carry0, ts, impact, plant, actuated)
 
     if chunked:  # the chunks ran eagerly: the rest as one compiled program, not op by op
-        carry, outs = _scan_in_chunks(interval, carry0, xs, steps)
+        carry, outs = _scan_in_chunks(interval, carry0, xs, steps + 1)
         return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
     return finish(*jax.lax.scan(interval, carry0, xs))
 
@@ -328,31 +342,35 @@ def _traced(*trees) -> bool:
     return isinstance(jnp.array(1) + 1, jax.core.Tracer)  # equinox's test: jit stages ops
 
 
-def _scan_in_chunks(interval, carry0, xs, steps: int):
-    """``lax.scan(interval, carry0, xs)`` as up to 50 calls of one compiled scan over equal runs
-    of intervals (the largest divisor of ``steps`` up to 50), with a progress bar moved between
-    calls: no host callback in the program, so the persistent compilation cache keeps it
-    (`jaxmb.compile_cache`). The same sequence of intervals, so the same result."""
+def _scan_in_chunks(interval, carry0, xs, n: int):
+    """``lax.scan(interval, carry0, xs)`` over its ``n`` iterations as up to 50 calls of one
+    compiled scan over equal runs, with a progress bar moved between calls: no host callback
+    in the program, so the persistent compilation cache keeps it (`jaxmb.compile_cache`). The
+    last run is padded with copies of the final iteration (``k = K``, which holds the state:
+    `simulate_sampled`'s ``interval``), whose outputs are dropped: the same iterations in the
+    same order, so the same result."""
     from tqdm.auto import tqdm
 
-    k = max(d for d in range(1, min(50, steps) + 1) if steps % d == 0)
-    m = steps // k
+    m = -(-n // min(50, n))  # iterations a call
+    calls = -(-n // m)
+    pad = jnp.minimum(jnp.arange(calls * m), n - 1)
+    xs = jax.tree.map(lambda a: a[pad], xs)
     # the closure's arrays (plant, controller) become arguments of the compiled scan, not
     # constants in it: XLA's constant folding over a whole plant takes minutes
     first = jax.tree.map(lambda a: a[0], xs)
     interval = eqx.filter_closure_convert(interval, carry0, first)
-    bar = tqdm(total=steps, desc="simulate", unit="sample", leave=False)
+    bar = tqdm(total=n - 1, desc="simulate", unit="sample", leave=False)
     outs, carry = [], carry0
     try:
-        for j in range(k):
+        for j in range(calls):
             carry, out = _scan(
                 interval, carry, jax.tree.map(lambda a, j=j: a[j * m : (j + 1) * m], xs)
             )
             outs.append(out)
-            bar.update(m)
+            bar.update(min(m, n - 1 - bar.n))
     finally:
         bar.close()
-    return carry, jax.tree.map(lambda *a: jnp.concatenate(a), *outs)
+    return carry, jax.tree.map(lambda *a: jnp.concatenate(a)[:n], *outs)
 
 
 @eqx.filter_jit
@@ -360,14 +378,12 @@ def _scan(interval, carry, xs):
     return jax.lax.scan(lambda c, x: interval(c, x), carry, xs)  # a module is not hashable
 
 
-def _finish(carry, outs, carry0, ts, command, impact, plant, actuated) -> SampledTrajectory:
-    """The trajectory from the scan's last carry and its per-interval outputs."""
-    (yK, _, _, record, n_steps, ok), (u, desired, ys) = carry, outs
-    uK, desK = command(ts[-1], yK)
-    y = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), carry0[0], ys)
-    u = jnp.concatenate([u, uK[None]])
-    q_d = jnp.concatenate([desired[0], desK[0][None]])
-    qd_d = jnp.concatenate([desired[1], desK[1][None]])
+def _finish(carry, outs, carry0, ts, impact, plant, actuated) -> SampledTrajectory:
+    """The trajectory from the scan's last carry and its outputs at the K + 1 instants (the
+    state after each interval, the command and reference at its start)."""
+    (_, _, _, record, n_steps, ok), (u, desired, ys) = carry, outs
+    y = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), carry0[0], ys)
+    q_d, qd_d = desired[0], desired[1]
     if impact is None:
         t_hit, jump, y_hit = jnp.asarray(np.nan), None, None
     else:
@@ -395,6 +411,8 @@ def _progress_bar(total: int):
 
     def tick(k):
         k = int(k)
+        if k >= total:  # the final instant's command: no interval
+            return
         if k == 0 or "bar" not in holder:
             from tqdm.auto import tqdm
 
