@@ -411,8 +411,6 @@ def _progress_bar(total: int):
 
     def tick(k):
         k = int(k)
-        if k >= total:  # the final instant's command: no interval
-            return
         if k == 0 or "bar" not in holder:
             from tqdm.auto import tqdm
 
