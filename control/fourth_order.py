@@ -36,14 +36,16 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.flexible import FlexibleJointPlant
 from jaxmb.actuators.reduced import (
-    complete_jet,
-    drive_torque,
+    drive_torque_only,
     generalized_force_along_jet,
-    reduced_terms,
-    selection,
+    jet_basis,
+    next_coefficient,
+    reduced_mass_matrix,
+    reduced_terms_on_jet,
     task_jacobian,
     task_jet,
     time_derivative,
+    time_derivatives,
 )
 
 __all__ = [
@@ -65,45 +67,56 @@ def itae_gains(omega) -> tuple[Array, Array, Array, Array]:
 
 def estimated_jet(plant: FlexibleJointPlant, y: dict) -> list[Array]:
     """The jet ``[eta, eta', eta'', eta''']`` of all coordinates at the measured state ``y`` on
-    ``plant``'s model: ``eta''^a`` by eq. (20), ``eta'''^a`` by eq. (21)."""
+    ``plant``'s model: ``eta''^a`` by eq. (20), ``eta'''^a`` by eq. (21). Each order's
+    coefficient is completed once, at a zero actuated part, and then moved by ``W a_j`` (it is
+    affine in ``a_j``, `jaxmb.actuators.reduced.next_coefficient`)."""
     system, act = plant.system, plant.driven
-    ia, _ = selection(system, act)
     eta = y["q"]
+    basis = jet_basis(system, act, eta)
+    ia, W = basis.ia, basis.W
     etad_a = y["qd"][ia]
     phi, phid = plant.drive_states(y)
     K = plant.stiffness
-    M_star, Q_star = reduced_terms(system, act, eta, etad_a)
+    jet = [eta]
+    jet = jet + [next_coefficient(system, basis, jet) + W @ etad_a]
+    jet = jet + [next_coefficient(system, basis, jet)]  # eta'' at eta''^a = 0
+    M_star, Q_star = reduced_terms_on_jet(system, act, basis, jet)
     a2 = -jnp.linalg.solve(M_star, Q_star + K * (eta[ia] - phi))  # eq. (20)
-    jet = complete_jet(system, act, eta, [etad_a, a2, jnp.zeros_like(a2)])
-    Gd = time_derivative(
-        generalized_force_along_jet(system, act, jet), 1
-    )  # M* eta''' = 0 part of G'
+    jet = jet[:2] + [jet[2] + W @ a2]
+    jet = jet + [next_coefficient(system, basis, jet)]  # eta''' at eta'''^a = 0
+    Gd = time_derivative(generalized_force_along_jet(system, act, jet), 1)  # G' at eta'''^a = 0
     a3 = -jnp.linalg.solve(M_star, Gd + K * (etad_a - phid))  # eq. (21)
-    return complete_jet(system, act, eta, [etad_a, a2, a3])
+    return jet[:3] + [jet[3] + W @ a3]
 
 
 def task_inertia(plant: FlexibleJointPlant, task: Callable, eta) -> Array:
     """``A = K^{-1} I^r M* J^{-1}`` (eq. (12)) at a configuration."""
     system, act = plant.system, plant.driven
-    M_star, _ = reduced_terms(system, act, eta, jnp.zeros(len(act), dtype=eta.dtype))
-    J = task_jacobian(system, act, lambda e: task(system, e), eta)
+    basis = jet_basis(system, act, eta)
+    M_star = reduced_mass_matrix(basis, system, eta)
+    J = task_jacobian(system, act, lambda e: task(system, e), eta, basis.W)
     scale = plant.reduced_rotor_inertia / plant.stiffness
     return scale[:, None] * jnp.linalg.solve(J.T, M_star.T).T
 
 
-def _torque_for_snap(plant, task, jet, snap):
-    """``T`` (eq. (14)) on ``plant``'s model for the jet ``eta .. eta'''`` and task snap ``snap``,
-    with the jet's task-space derivatives."""
+def _snap_terms(plant, task, jet):
+    """What eq. (14) needs of the jet ``eta .. eta'''`` (complete, as `estimated_jet` gives it):
+    the configuration's `JetBasis`, the jet to ``eta''''`` at a zero actuated snap, its
+    task-space jet ``x .. x''''`` and ``J`` (eq. (10))."""
     system, act = plant.system, plant.driven
-    ia, _ = selection(system, act)
+    basis = jet_basis(system, act, jet[0])
+    full = jet[:4] + [next_coefficient(system, basis, jet[:4])]
     f = lambda e: task(system, e)  # noqa: E731
-    low = [c[ia] for c in jet[1:4]]
-    zero = jnp.zeros_like(low[0])
-    x = task_jet(f, complete_jet(system, act, jet[0], low + [zero]), 4)
-    J = task_jacobian(system, act, f, jet[0])
+    return basis, full, task_jet(f, full, 4), task_jacobian(system, act, f, jet[0], basis.W)
+
+
+def _torque_for_snap(plant, task, jet, snap, terms=None):
+    """``T`` (eq. (14)) on ``plant``'s model for the complete jet ``eta .. eta'''`` and task snap
+    ``snap``, with the jet's task-space derivatives; ``terms``: `_snap_terms` where the caller
+    has them."""
+    basis, full, x, J = _snap_terms(plant, task, jet) if terms is None else terms
     a4 = jnp.linalg.solve(J, snap - x[4])  # x'''' = J a4 + (its value at a4 = 0)
-    T, _ = drive_torque(plant, f, complete_jet(system, act, jet[0], low + [a4]))
-    return T, x
+    return drive_torque_only(plant, full[:4] + [full[4] + basis.W @ a4]), x
 
 
 class FourthOrderController(eqx.Module):
@@ -142,13 +155,14 @@ class FourthOrderController(eqx.Module):
     def desired(self, t) -> list[Array]:
         """``[x_d, x_d', x_d'', x_d''', x_d'''']`` at ``t``."""
         t = jnp.asarray(t, dtype=float)
-        return [time_derivative(lambda s: self.reference(t + s), k) for k in range(5)]
+        return time_derivatives(lambda s: self.reference(t + s), 4)
 
     def terms(self, t, y):
         """``(T, u, x-jet, desired jet)`` at the measured state ``y``."""
         jet = estimated_jet(self.model, y)
         xd = self.desired(t)
-        x = task_jet(lambda e: self.task(self.model.system, e), jet, 3)
+        snap_terms = _snap_terms(self.model, self.task, jet)
+        x = snap_terms[2][:4]
         u = (
             xd[4]
             + self.C1 * (xd[3] - x[3])
@@ -156,7 +170,7 @@ class FourthOrderController(eqx.Module):
             + self.C3 * (xd[1] - x[1])
             + self.C4 * (xd[0] - x[0])
         )  # eq. (15)
-        T, _ = _torque_for_snap(self.model, self.task, jet, u)  # eq. (14)
+        T, _ = _torque_for_snap(self.model, self.task, jet, u, snap_terms)  # eq. (14)
         return T, u, x, xd
 
     def __call__(self, t, y, desired=None):

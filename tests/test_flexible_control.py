@@ -10,7 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmb.actuators.reduced import reduced_terms, task_jacobian
+from jaxmb.actuators.reduced import (
+    reduced_terms,
+    task_jacobian,
+    time_derivatives,
+)
 from jaxmb.algorithms.dynamics import bias_forces, mass_matrix
 from jaxmb.cli import main
 from jaxmb.constraints.projection import assemble, constraint_jacobian, projector
@@ -66,6 +70,15 @@ def test_reduced_equations_match_eqs_7_8_10_12():
     K, Ir = np.asarray(PLANT.stiffness), np.asarray(PLANT.reduced_rotor_inertia)
     eq12 = np.diag(Ir / K) @ eq7 @ np.linalg.inv(eq10)
     np.testing.assert_allclose(task_inertia(PLANT, end_effector, Q0), eq12, rtol=1e-11)
+
+
+def test_time_derivatives_of_a_closed_form():
+    """One nest of forward passes gives every order: ``exp(c t) sin(w t + p)`` has the k-th
+    derivative ``Im((c + i w)^k e^{i p})`` at t = 0."""
+    c, w, p = -0.7, 3.0, 0.4
+    got = time_derivatives(lambda t: jnp.exp(c * t) * jnp.sin(w * t + p), 5)
+    want = [np.imag((c + 1j * w) ** k * np.exp(1j * p)) for k in range(6)]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
 
 
 def test_inverse_dynamics_gives_the_commanded_snap_on_the_plant():

@@ -25,23 +25,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import factorial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from jaxmb.actuators.flexible import FlexibleJointPlant
-from jaxmb.algorithms.dynamics import bias_forces, mass_matrix
+from jaxmb.algorithms.terms import unchecked_crba, unchecked_rnea
 from jaxmb.constraints.projection import ConstrainedSystem, unchecked_residual
 
 __all__ = [
     "time_derivative",
+    "time_derivatives",
+    "JetBasis",
+    "jet_basis",
+    "next_coefficient",
     "complete_jet",
     "selection",
     "reduced_terms",
+    "reduced_terms_on_jet",
+    "reduced_mass_matrix",
     "task_jet",
     "task_jacobian",
     "drive_torque",
+    "drive_torque_only",
     "task_inverse_dynamics",
     "generalized_force_along_jet",
 ]
@@ -49,9 +57,26 @@ __all__ = [
 
 def time_derivative(fun: Callable, k: int):
     """The k-th derivative at ``t = 0`` of ``fun(t)`` (nested forward mode)."""
+    return time_derivatives(fun, k)[k]
+
+
+def time_derivatives(fun: Callable, k: int) -> list:
+    """``[fun(0), fun'(0), ..., fun^(k)(0)]`` from one nest of ``k`` forward-mode passes: the
+    j-th pass's primal output is the first j derivatives, its tangent the next j, so every order
+    comes out of the nest that the highest needs (evaluating each order by a nest of its own
+    traces 2^(k+1) - 1 copies of ``fun``'s derivative work instead of 2^k)."""
+
+    def deeper(g):
+        def h(t):
+            primal, tangent = jax.jvp(g, (t,), (jnp.ones_like(t),))
+            return (primal[0], *tangent)
+
+        return h
+
+    g = lambda t: (fun(t),)  # noqa: E731
     for _ in range(k):
-        fun = (lambda f: lambda t: jax.jvp(f, (t,), (jnp.ones_like(t),))[1])(fun)
-    return fun(jnp.zeros(()))
+        g = deeper(g)
+    return list(g(jnp.zeros(())))
 
 
 def _poly(coeffs, t):
@@ -74,34 +99,56 @@ def _split_jacobian(system, actuated, eta):
     return ia, iu, B[:, ia], B[:, iu]
 
 
+class JetBasis(NamedTuple):
+    """What completing a jet at one configuration needs: the index sets of eq. (1), ``B^u`` of
+    eq. (2) (None without loop constraints) and ``W = d eta / d eta^a`` (`_W`)."""
+
+    ia: Array
+    iu: Array
+    Bu: Array | None
+    W: Array
+
+
+def jet_basis(system, actuated: tuple[int, ...], eta: Float[Array, " m"]) -> JetBasis:
+    """`JetBasis` at ``eta``: one constraint Jacobian for every order of the jet."""
+    ia, iu, Ba, Bu = _split_jacobian(system, actuated, eta)
+    W = jnp.zeros((system.n, len(actuated)), dtype=eta.dtype).at[ia].set(jnp.eye(len(actuated)))
+    if Bu is not None:
+        W = W.at[iu].set(-jnp.linalg.solve(Bu, Ba))
+    return JetBasis(ia, iu, Bu, W)
+
+
+def next_coefficient(system, basis: JetBasis, coeffs: list[Array]) -> Array:
+    """The jet's next coefficient ``eta_j`` (j = len(coeffs)) for a zero actuated part. The
+    j-th time derivative of ``g(eta(t))`` is ``B^a a_j + B^u u_j`` plus terms of the lower
+    orders, ``r_j``: with ``eta_j = 0`` it is ``r_j``, and ``u_j = -B^u^{-1} r_j``. So
+    ``eta_j`` is affine in ``a_j``: the coefficient for any ``a_j`` is this one plus
+    ``W a_j``, and a jet's top coefficient changes without another derivative."""
+    z = jnp.zeros_like(coeffs[0])
+    if basis.Bu is None:  # no loop constraints: every coordinate is actuated
+        return z
+    trial = coeffs + [z]
+    r = time_derivative(lambda t: unchecked_residual(system, _poly(trial, t)), len(coeffs))
+    return z.at[basis.iu].set(-jnp.linalg.solve(basis.Bu, r))
+
+
 def complete_jet(
     system, actuated: tuple[int, ...], eta0: Float[Array, " m"], a: list[Array]
 ) -> list[Array]:
     """The jet ``[eta_0, eta_1, ...]`` of all coordinates from ``eta_0`` (on the constraint
     manifold) and the actuated coordinates' coefficients ``a = [a_1, a_2, ...]``: eq. (2) at
     order 1, eq. (5) at order 2, and their higher derivatives (module docstring)."""
-    ia, iu, _, Bu = _split_jacobian(system, actuated, eta0)
+    basis = jet_basis(system, actuated, eta0)
     coeffs = [eta0]
-    for j, aj in enumerate(a, start=1):
-        trial = coeffs + [jnp.zeros_like(eta0).at[ia].set(aj)]
-        if Bu is None:  # no loop constraints: every coordinate is actuated
-            coeffs = trial
-            continue
-        r = time_derivative(
-            lambda t, c=trial: unchecked_residual(system, _poly(c, t)), j
-        )  # B_a a_j + lower
-        coeffs = coeffs + [trial[-1].at[iu].set(-jnp.linalg.solve(Bu, r))]
+    for aj in a:
+        coeffs = coeffs + [next_coefficient(system, basis, coeffs) + basis.W @ aj]
     return coeffs
 
 
 def _W(system, actuated, eta) -> Array:
     """``d eta / d eta^a`` (m, n): identity rows for the actuated coordinates, ``-B^u^{-1} B^a``
     for the others (eq. (2))."""
-    ia, iu, Ba, Bu = _split_jacobian(system, actuated, eta)
-    W = jnp.zeros((system.n, len(actuated)), dtype=eta.dtype).at[ia].set(jnp.eye(len(actuated)))
-    if Bu is None:
-        return W
-    return W.at[iu].set(-jnp.linalg.solve(Bu, Ba))
+    return jet_basis(system, actuated, eta).W
 
 
 def _model(system):
@@ -118,9 +165,23 @@ def generalized_force_along_jet(system, actuated, coeffs):
         etad = _poly(coeffs[1:], t)
         etadd = _poly(coeffs[2:], t)
         W = _W(system, actuated, eta)
-        return W.T @ (mass_matrix(model, eta) @ etadd + bias_forces(model, eta, etad))
+        # M eta'' + h by one inverse-dynamics pass (no gravity, as h), not CRBA and RNEA
+        return W.T @ unchecked_rnea(model, eta, etad, etadd, gravity=False)
 
     return G
+
+
+def reduced_mass_matrix(basis: JetBasis, system, eta: Float[Array, " m"]) -> Array:
+    """``M* = W^T M W`` (eq. (7)) at ``eta`` with its `JetBasis`."""
+    return basis.W.T @ unchecked_crba(_model(system), eta) @ basis.W
+
+
+def reduced_terms_on_jet(
+    system, actuated: tuple[int, ...], basis: JetBasis, coeffs: list[Array]
+) -> tuple[Array, Array]:
+    """`reduced_terms` from the jet ``[eta, eta', eta''(a_2 = 0), ...]`` and its `JetBasis`."""
+    Q = generalized_force_along_jet(system, actuated, coeffs[:3])(jnp.zeros(()))
+    return reduced_mass_matrix(basis, system, coeffs[0]), Q
 
 
 def reduced_terms(
@@ -128,54 +189,60 @@ def reduced_terms(
 ) -> tuple[Array, Array]:
     """``(M*, Q*)`` of eq. (6) at a state (eqs. (7)-(8)): ``M* = W^T M W`` and ``Q*`` the rest of
     ``W^T (M eta'' + h)`` at ``eta''^a = 0``."""
+    basis = jet_basis(system, actuated, eta)
     jet = complete_jet(system, actuated, eta, [etad_a, jnp.zeros_like(etad_a)])
-    Q = generalized_force_along_jet(system, actuated, jet)(jnp.zeros(()))
-    W = _W(system, actuated, eta)
-    return W.T @ mass_matrix(_model(system), eta) @ W, Q
+    return reduced_terms_on_jet(system, actuated, basis, jet)
 
 
 def task_jet(task: Callable, coeffs: list[Array], order: int) -> list[Array]:
     """``[x, x', ..., x^(order)]`` of ``x = task(eta)`` along the jet (eq. (9) and its
-    derivatives)."""
-    return [time_derivative(lambda t: task(_poly(coeffs, t)), k) for k in range(order + 1)]
+    derivatives), from one nest of forward-mode passes (`time_derivatives`)."""
+    return time_derivatives(lambda t: task(_poly(coeffs, t)), order)
 
 
-def task_jacobian(system, actuated, task: Callable, eta: Float[Array, " m"]) -> Array:
-    """``J = Gamma^a - Gamma^u B^u^{-1} B^a = (d task / d eta) W`` (eq. (10))."""
-    return jax.jacfwd(task)(eta) @ _W(system, actuated, eta)
+def task_jacobian(
+    system, actuated, task: Callable, eta: Float[Array, " m"], W: Array | None = None
+) -> Array:
+    """``J = Gamma^a - Gamma^u B^u^{-1} B^a = (d task / d eta) W`` (eq. (10)); ``W`` from the
+    configuration's `JetBasis` where the caller has it."""
+    W = _W(system, actuated, eta) if W is None else W
+    return jax.jacfwd(task)(eta) @ W
+
+
+def drive_torque_only(plant: FlexibleJointPlant, coeffs: list[Array]) -> Array:
+    """`drive_torque`'s ``T`` without the task-space jet."""
+    system, actuated = plant.system, plant.driven
+    ia, _ = selection(system, actuated)
+    G0, _, Gdd = time_derivatives(generalized_force_along_jet(system, actuated, coeffs), 2)
+    phidd = coeffs[2][ia] + Gdd / plant.stiffness  # eq. (6), twice
+    return plant.reduced_rotor_inertia * phidd + G0  # eq. (4) with K (eta^a - phi) = -G
 
 
 def drive_torque(plant: FlexibleJointPlant, task: Callable, coeffs: list[Array]):
     """``(T, x-jet)`` for a complete jet ``eta_0 .. eta_4`` (module docstring): the drive torques
     (eq. (4), at the reducer output) that give the actuated coordinates this motion, and the
     task-space jet ``[x, ..., x'''']``. The drives are taken undamped (the paper's model)."""
-    system, actuated = plant.system, plant.driven
-    ia, _ = selection(system, actuated)
-    G = generalized_force_along_jet(system, actuated, coeffs)
-    G0 = G(jnp.zeros(()))
-    phidd = coeffs[2][ia] + time_derivative(G, 2) / plant.stiffness  # eq. (6), twice
-    T = plant.reduced_rotor_inertia * phidd + G0  # eq. (4) with K (eta^a - phi) = -G
-    return T, task_jet(task, coeffs, 4)
+    return drive_torque_only(plant, coeffs), task_jet(task, coeffs, 4)
 
 
 def task_inverse_dynamics(
     plant: FlexibleJointPlant, task: Callable, coeffs: list[Array]
 ) -> tuple[Array, Array, Array]:
-    """``(A, B, c)`` of eq. (11) at the jet's first four coefficients: ``T = A x'''' + B`` for any
-    snap, with ``c`` the snap of the jet's lower part (``x'''' = J a_4 + c``). ``A`` should be
+    """``(A, B, c)`` of eq. (11) at a complete jet's first four coefficients: ``T = A x'''' + B``
+    for any snap, with ``c`` the snap of the jet's lower part (``x'''' = J a_4 + c``). ``A`` is
+    the torque's derivative with respect to the actuated snap times ``J^{-1}``, and should be
     ``K^{-1} I^r M* J^{-1}`` (eq. (12))."""
     system, actuated = plant.system, plant.driven
-    ia, _ = selection(system, actuated)
     eta = coeffs[0]
-    J = task_jacobian(system, actuated, task, eta)
+    basis = jet_basis(system, actuated, eta)
+    full = coeffs[:4] + [next_coefficient(system, basis, coeffs[:4])]  # at a zero actuated snap
+    J = task_jacobian(system, actuated, task, eta, basis.W)
 
-    def torque(a4):
-        jet = complete_jet(system, actuated, eta, [c[ia] for c in coeffs[1:4]] + [a4])
-        T, x = drive_torque(plant, task, jet)
-        return T, x[4]
+    def torque(a4):  # eta'''' is affine in a4 (`next_coefficient`)
+        return drive_torque_only(plant, full[:4] + [full[4] + basis.W @ a4])
 
     zero = jnp.zeros(len(actuated), dtype=eta.dtype)
-    T0, c = torque(zero)
-    dT = jax.jacfwd(lambda a4: torque(a4)[0])(zero)
+    T0, dT = torque(zero), jax.jacfwd(torque)(zero)
+    c = task_jet(task, full, 4)[4]
     A = dT @ jnp.linalg.inv(J)
     return A, T0 - A @ c, c
