@@ -42,8 +42,9 @@ from jaxmb.actuators.reduced import (
     next_coefficient,
     reduced_mass_matrix,
     reduced_terms_on_jet,
+    shift_top,
+    snap_terms,
     task_jacobian,
-    task_jet,
     time_derivative,
     time_derivatives,
 )
@@ -82,11 +83,11 @@ def estimated_jet(plant: FlexibleJointPlant, y: dict) -> list[Array]:
     jet = jet + [next_coefficient(system, basis, jet)]  # eta'' at eta''^a = 0
     M_star, Q_star = reduced_terms_on_jet(system, act, basis, jet)
     a2 = -jnp.linalg.solve(M_star, Q_star + K * (eta[ia] - phi))  # eq. (20)
-    jet = jet[:2] + [jet[2] + W @ a2]
+    jet = shift_top(basis, jet, a2)
     jet = jet + [next_coefficient(system, basis, jet)]  # eta''' at eta'''^a = 0
     Gd = time_derivative(generalized_force_along_jet(system, act, jet), 1)  # G' at eta'''^a = 0
     a3 = -jnp.linalg.solve(M_star, Gd + K * (etad_a - phid))  # eq. (21)
-    return jet[:3] + [jet[3] + W @ a3]
+    return shift_top(basis, jet, a3)
 
 
 def task_inertia(plant: FlexibleJointPlant, task: Callable, eta) -> Array:
@@ -100,14 +101,9 @@ def task_inertia(plant: FlexibleJointPlant, task: Callable, eta) -> Array:
 
 
 def _snap_terms(plant, task, jet):
-    """What eq. (14) needs of the jet ``eta .. eta'''`` (complete, as `estimated_jet` gives it):
-    the configuration's `JetBasis`, the jet to ``eta''''`` at a zero actuated snap, its
-    task-space jet ``x .. x''''`` and ``J`` (eq. (10))."""
-    system, act = plant.system, plant.driven
-    basis = jet_basis(system, act, jet[0])
-    full = jet[:4] + [next_coefficient(system, basis, jet[:4])]
-    f = lambda e: task(system, e)  # noqa: E731
-    return basis, full, task_jet(f, full, 4), task_jacobian(system, act, f, jet[0], basis.W)
+    """`jaxmb.actuators.reduced.snap_terms` of the complete jet ``eta .. eta'''`` (as
+    `estimated_jet` gives it) on ``plant``'s model, for ``x = task(system, eta)``."""
+    return snap_terms(plant.system, plant.driven, lambda e: task(plant.system, e), jet)
 
 
 def _torque_for_snap(plant, task, jet, snap, terms=None):
@@ -116,7 +112,7 @@ def _torque_for_snap(plant, task, jet, snap, terms=None):
     has them."""
     basis, full, x, J = _snap_terms(plant, task, jet) if terms is None else terms
     a4 = jnp.linalg.solve(J, snap - x[4])  # x'''' = J a4 + (its value at a4 = 0)
-    return drive_torque_only(plant, full[:4] + [full[4] + basis.W @ a4]), x
+    return drive_torque_only(plant, shift_top(basis, full, a4)), x
 
 
 class FourthOrderController(eqx.Module):

@@ -41,6 +41,8 @@ __all__ = [
     "JetBasis",
     "jet_basis",
     "next_coefficient",
+    "shift_top",
+    "snap_terms",
     "complete_jet",
     "selection",
     "reduced_terms",
@@ -132,13 +134,23 @@ def next_coefficient(system, basis: JetBasis, coeffs: list[Array]) -> Array:
     return z.at[basis.iu].set(-jnp.linalg.solve(basis.Bu, r))
 
 
+def shift_top(basis: JetBasis, coeffs: list[Array], a: Array) -> list[Array]:
+    """The jet with its top coefficient's actuated part moved by ``a`` (`next_coefficient`)."""
+    return coeffs[:-1] + [coeffs[-1] + basis.W @ a]
+
+
 def complete_jet(
-    system, actuated: tuple[int, ...], eta0: Float[Array, " m"], a: list[Array]
+    system,
+    actuated: tuple[int, ...],
+    eta0: Float[Array, " m"],
+    a: list[Array],
+    basis: JetBasis | None = None,
 ) -> list[Array]:
     """The jet ``[eta_0, eta_1, ...]`` of all coordinates from ``eta_0`` (on the constraint
     manifold) and the actuated coordinates' coefficients ``a = [a_1, a_2, ...]``: eq. (2) at
-    order 1, eq. (5) at order 2, and their higher derivatives (module docstring)."""
-    basis = jet_basis(system, actuated, eta0)
+    order 1, eq. (5) at order 2, and their higher derivatives (module docstring); ``basis``:
+    ``eta0``'s `JetBasis` where the caller has it."""
+    basis = jet_basis(system, actuated, eta0) if basis is None else basis
     coeffs = [eta0]
     for aj in a:
         coeffs = coeffs + [next_coefficient(system, basis, coeffs) + basis.W @ aj]
@@ -190,7 +202,7 @@ def reduced_terms(
     """``(M*, Q*)`` of eq. (6) at a state (eqs. (7)-(8)): ``M* = W^T M W`` and ``Q*`` the rest of
     ``W^T (M eta'' + h)`` at ``eta''^a = 0``."""
     basis = jet_basis(system, actuated, eta)
-    jet = complete_jet(system, actuated, eta, [etad_a, jnp.zeros_like(etad_a)])
+    jet = complete_jet(system, actuated, eta, [etad_a, jnp.zeros_like(etad_a)], basis)
     return reduced_terms_on_jet(system, actuated, basis, jet)
 
 
@@ -225,6 +237,16 @@ def drive_torque(plant: FlexibleJointPlant, task: Callable, coeffs: list[Array])
     return drive_torque_only(plant, coeffs), task_jet(task, coeffs, 4)
 
 
+def snap_terms(system, actuated: tuple[int, ...], task: Callable, coeffs: list[Array]):
+    """What eq. (11) needs of a complete jet ``eta .. eta'''``: its `JetBasis`, the jet to
+    ``eta''''`` at a zero actuated snap, that jet's task-space jet ``x .. x''''`` and ``J``
+    (eq. (10)); ``x'''' = J a_4 + x[4]`` for any actuated snap ``a_4``."""
+    basis = jet_basis(system, actuated, coeffs[0])
+    full = coeffs[:4] + [next_coefficient(system, basis, coeffs[:4])]
+    J = task_jacobian(system, actuated, task, coeffs[0], basis.W)
+    return basis, full, task_jet(task, full, 4), J
+
+
 def task_inverse_dynamics(
     plant: FlexibleJointPlant, task: Callable, coeffs: list[Array]
 ) -> tuple[Array, Array, Array]:
@@ -232,17 +254,12 @@ def task_inverse_dynamics(
     for any snap, with ``c`` the snap of the jet's lower part (``x'''' = J a_4 + c``). ``A`` is
     the torque's derivative with respect to the actuated snap times ``J^{-1}``, and should be
     ``K^{-1} I^r M* J^{-1}`` (eq. (12))."""
-    system, actuated = plant.system, plant.driven
-    eta = coeffs[0]
-    basis = jet_basis(system, actuated, eta)
-    full = coeffs[:4] + [next_coefficient(system, basis, coeffs[:4])]  # at a zero actuated snap
-    J = task_jacobian(system, actuated, task, eta, basis.W)
+    basis, full, x, J = snap_terms(plant.system, plant.driven, task, coeffs)
 
     def torque(a4):  # eta'''' is affine in a4 (`next_coefficient`)
-        return drive_torque_only(plant, full[:4] + [full[4] + basis.W @ a4])
+        return drive_torque_only(plant, shift_top(basis, full, a4))
 
-    zero = jnp.zeros(len(actuated), dtype=eta.dtype)
-    T0, dT = torque(zero), jax.jacfwd(torque)(zero)
-    c = task_jet(task, full, 4)[4]
+    zero = jnp.zeros(len(plant.driven), dtype=coeffs[0].dtype)
+    T0, dT, c = torque(zero), jax.jacfwd(torque)(zero), x[4]
     A = dT @ jnp.linalg.inv(J)
     return A, T0 - A @ c, c
