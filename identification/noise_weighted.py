@@ -16,6 +16,7 @@ from jaxmb.identification.output_error import (
     pilot_segments,
     plant_with,
     residual_scales,
+    with_block,
     with_scales,
 )
 from jaxmb.identification.start_states import estimate_start_states
@@ -63,8 +64,14 @@ def fit_noise_weighted(
     pilot's parameters (`start_states.estimate_start_states`): the measured start velocities
     and pressures are biased where the motion is fast, and a fit from them bends the valves to
     explain the wrong transients. Returns the fit and the segments with the scales and start
-    states it used. ``columns`` as `fit`'s."""
-    weighted, theta = segments, theta0
+    states it used, evaluated in calls of the pilots' count (`output_error.with_block`).
+    ``columns`` as `fit`'s."""
+    theta, K = theta0, segments.ts.shape[0]
+    # the fit on every segment in calls of the pilots' count: one compiled program for both
+    # (`output_error.with_block`; a second costs 25-35 s on the crane), and for every later
+    # fit on the segments returned
+    n = pilot_segments(segments).ts.shape[0]
+    weighted = with_block(segments, n) if n < K else segments
     for _ in range(_MAX_PILOTS):
         used = pilot_segments(weighted)
         pilot = fit(

@@ -56,6 +56,7 @@ What is implemented, and what is not:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 
@@ -109,6 +110,7 @@ __all__ = [
     "fit",
     "residual_scales",
     "with_scales",
+    "with_block",
     "pilot_segments",
     "free_run_segment",
     "predict",
@@ -248,6 +250,10 @@ class Segments(eqx.Module):
         commands: the log's valve commands (`CommandTable`).
         signal_names: the c residual signals (static).
         n_steps: solver steps per segment (static).
+        block: segments per call of the compiled residual-and-Jacobian program (static;
+            None: all K in one call). `noise_weighted.fit_noise_weighted` sets it to its
+            pilots' count (`with_block`), so that the pilots, which fit half the segments,
+            and every later fit on all of them run one program (`residuals_and_jacobian`).
     """
 
     ts: Float[Array, "K S"]
@@ -260,6 +266,7 @@ class Segments(eqx.Module):
     commands: CommandTable
     signal_names: tuple[str, ...] = eqx.field(static=True)
     n_steps: int = eqx.field(static=True)
+    block: int | None = eqx.field(static=True, default=None)
 
     @property
     def n_residuals(self) -> int:
@@ -460,13 +467,29 @@ def residuals_and_jacobian(
 ) -> tuple[Float[Array, " N"], Float[Array, "N P"]]:
     """`residuals` and their Jacobian ``d r / d theta`` by forward mode (`jax.jacfwd`), one
     compiled function per (spec, segment shapes), the segments shared among the local devices
-    (`per_device`). ``active`` (default all 1) is an argument of that function, not part of
-    it: the columns of the leaves it holds at their nominal values come out 0. The plant's
-    leaves are made strongly typed (`strong_types`), as `fit` makes them, so that a call here
-    and a fit of the same plant share that program (a weak type is part of its signature:
-    the crane's 8 segments, 20-25 s a compile)."""
+    (`per_device`), in calls of ``segments.block`` segments where that is set (`with_block`).
+    ``active`` (default all 1) is an argument of that function, not part of it: the columns
+    of the leaves it holds at their nominal values come out 0. The plant's leaves are made
+    strongly typed (`strong_types`), as `fit` makes them, so that a call here and a fit of the
+    same plant share that program (a weak type is part of its signature: the crane's 8
+    segments, 20-25 s a compile)."""
     active = jnp.asarray(np.ones(len(spec)) if active is None else active, float)
-    return _residuals_and_jacobian(theta, strong_types(plant), spec, segments, dt, active)
+    plant = strong_types(plant)
+    # the program never sees the block (a static field would make each block size a program)
+    K, block, segments = segments.ts.shape[0], segments.block, with_block(segments, None)
+    if block is None or K <= block:
+        return _residuals_and_jacobian(theta, plant, spec, segments, dt, active)
+    # in calls of ``block`` segments (the last padded with copies that weigh nothing): the
+    # program of the pilots' shape serves every fit of the log (`with_block`); the rows are
+    # per segment, so the blocks' rows in order are the whole set's
+    parts = [
+        _residuals_and_jacobian(theta, plant, spec, b, dt, active)
+        for b in segment_batches(segments, block)
+    ]
+    rows = K * segments.targets.shape[1] * segments.targets.shape[2]
+    return tuple(
+        jnp.asarray(np.concatenate([np.asarray(p[i]) for p in parts])[:rows]) for i in range(2)
+    )
 
 
 @eqx.filter_jit
@@ -827,6 +850,16 @@ def with_scales(segments: Segments, scales: Float[np.ndarray, " c"]) -> Segments
     if sc.shape != segments.scale.shape or not np.all(np.isfinite(sc) & (sc > 0)):
         raise ValueError(f"with_scales: expected {segments.scale.shape[0]} scales > 0, got {sc}")
     return eqx.tree_at(lambda s: s.scale, segments, jnp.asarray(sc))
+
+
+def with_block(segments: Segments, block: int | None) -> Segments:
+    """``segments`` evaluated in calls of ``block`` segments by `residuals_and_jacobian` (the
+    same values: each segment's rows are its own). A compile of the crane's residual and
+    Jacobian program costs 25-35 s; a fit whose pilots run half the segments
+    (`pilot_segments`) and whose final fit runs all of them compiled it twice."""
+    if block is not None:
+        check_number(block, "with_block: block (segments per call)", integer=True, at_least=1)
+    return dataclasses.replace(segments, block=None if block is None else int(block))
 
 
 # pilots fit every other segment that enters the residual, if that leaves at least this many:

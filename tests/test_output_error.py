@@ -31,6 +31,8 @@ from jaxmb.identification.output_error import (
     residuals_and_jacobian,
     theta_covariance,
     value_std,
+    with_block,
+    with_scales,
 )
 from jaxmb.io.logs import read_log
 from jaxmb.io.params_file import apply_hydraulics
@@ -244,6 +246,36 @@ def test_jacobian_matches_central_differences(nominal, spec, segments):
         np.asarray(J_m)[:, ~leaks], np.asarray(J_0)[:, ~leaks], rtol=0,
         atol=1e-12 * np.abs(J_0).max(),
     )  # fmt: skip
+
+
+def test_segments_in_blocks_run_the_program_of_one_block(nominal, spec, segments, excitation):
+    """`with_block`: 16 and 12 segments in calls of 8 (the second padded with copies that weigh
+    nothing) run the 8-segment program the other tests compiled, nothing new, and each
+    segment's rows and Jacobian rows land where its own: the first 8 are the 8-segment set's,
+    the last 4 of the 12 those of the 16 (what a fit whose pilots run half the segments relies
+    on to compile one program, `noise_weighted.fit_noise_weighted`)."""
+    theta = jnp.asarray(np.random.default_rng(0).uniform(-0.1, 0.1, len(spec)))
+    r8, J8 = (np.asarray(x) for x in residuals_and_jacobian(theta, nominal, spec, segments))
+    sc = np.asarray(segments.scale)
+    longer = {
+        k: with_block(with_scales(make_segments(nominal, excitation[0], t_start=1.0, t_end=t), sc), 8)
+        for k, t in ((16, 9.0), (12, 7.0))
+    }  # fmt: skip
+    with backend_compiles() as compiled:
+        got = {k: residuals_and_jacobian(theta, nominal, spec, s) for k, s in longer.items()}
+    assert not [c for c in compiled if "_residuals_and_jacobian" in c], compiled
+    rows = r8.size // 8  # per segment
+    for k, (r, J) in got.items():
+        r, J = np.asarray(r), np.asarray(J)
+        assert r.shape == (k * rows,) and J.shape == (k * rows, len(spec))
+        np.testing.assert_array_equal(r[: 8 * rows], r8)
+        np.testing.assert_array_equal(J[: 8 * rows], J8)
+    (r16, J16), (r12, J12) = (tuple(np.asarray(x) for x in got[k]) for k in (16, 12))
+    np.testing.assert_array_equal(r12[8 * rows :], r16[8 * rows : 12 * rows])
+    np.testing.assert_array_equal(J12[8 * rows :], J16[8 * rows : 12 * rows])
+    assert np.abs(r16[8 * rows :]).max() > 0
+    with pytest.raises(ValueError, match="with_block: block"):
+        with_block(segments, 0)
 
 
 def test_a_subset_embeds_in_columns_with_the_same_references(nominal, spec, segments):
