@@ -481,15 +481,14 @@ def residuals_and_jacobian(
         return _residuals_and_jacobian(theta, plant, spec, segments, dt, active)
     # in calls of ``block`` segments (the last padded with copies that weigh nothing): the
     # program of the pilots' shape serves every fit of the log (`with_block`); the rows are
-    # per segment, so the blocks' rows in order are the whole set's
+    # per segment, so the blocks' rows in order are the whole set's. `jnp`, not the host:
+    # the blocks stay where they were computed, and a caller's own `jit` around this traces
     parts = [
         _residuals_and_jacobian(theta, plant, spec, b, dt, active)
         for b in segment_batches(segments, block)
     ]
     rows = K * segments.targets.shape[1] * segments.targets.shape[2]
-    return tuple(
-        jnp.asarray(np.concatenate([np.asarray(p[i]) for p in parts])[:rows]) for i in range(2)
-    )
+    return tuple(jnp.concatenate([p[i] for p in parts])[:rows] for i in range(2))
 
 
 @eqx.filter_jit
@@ -600,7 +599,7 @@ def segment_batches(segments: Segments, size: int) -> list[Segments]:
         eqx.tree_at(
             lambda s: [getattr(s, f) for f in PER_SEGMENT],
             segments,
-            [fields[f][lo : lo + size] for f in PER_SEGMENT],
+            [fields[f][lo : lo + size].copy() for f in PER_SEGMENT],
         )  # fmt: skip
         for lo in range(0, K + extra, size)
     ]
@@ -614,14 +613,19 @@ def _padded(segments: Segments, multiple: int) -> Segments:
     if not extra:
         return segments
 
-    def pad(x):
-        return jnp.concatenate([x, jnp.broadcast_to(x[-1:], (extra, *x.shape[1:]))])
+    def pad(f):
+        x = getattr(segments, f)
+        tail = jnp.broadcast_to(x[-1:], (extra, *x.shape[1:]))
+        return jnp.concatenate([x, jnp.zeros_like(tail) if f == "weights" else tail])
 
-    out = eqx.tree_at(
+    # the zero weights by concatenation, not `.at[K:].set(0)`: under jit, XLA (jaxlib 0.10.2,
+    # CPU) partitions that scatter wrongly when its result feeds the devices' shares: with
+    # 3 segments padded to 4 on two devices and an odd number of samples, the first device's
+    # second segment came out as a copy of the third (tests/test_output_error.py, sharded)
+    return eqx.tree_at(
         lambda s: [getattr(s, f) for f in PER_SEGMENT], segments,
-        [pad(getattr(segments, f)) for f in PER_SEGMENT],
+        [pad(f) for f in PER_SEGMENT],
     )  # fmt: skip
-    return eqx.tree_at(lambda s: s.weights, out, out.weights.at[K:].set(0.0))
 
 
 class OutputErrorResult(eqx.Module):

@@ -428,15 +428,16 @@ from jaxmb.identification.hydraulic_route import log_columns
 from jaxmb.io.params_file import apply_hydraulics
 from jaxmb.io.logs import read_log
 from jaxmb.identification.output_error import make_segments, residuals_and_jacobian
-from jaxmb.identification.output_error import HydraulicParameters
+from jaxmb.identification.output_error import HydraulicParameters, with_block
 from jaxmb.models.crane import lift_tilt_crane_plant
 log, out, payload, theta, names = sys.argv[1:]
 assert len(jax.local_devices()) == 2
 plant = lift_tilt_crane_plant(full=True, payload=float(payload))
-seg = make_segments(plant, log_columns(read_log(log)), t_start=1.0, t_end=2.5)
+seg = make_segments(plant, log_columns(read_log(log)), t_start=1.0, t_end=3.5)
 spec = HydraulicParameters(names.split(","))
 theta = jnp.asarray([float(x) for x in theta.split(",")])
-r, J = residuals_and_jacobian(theta, plant, spec, seg)
+# under the caller's own jit too: the blocks' rows are joined by jnp, not on the host
+r, J = jax.jit(lambda t: residuals_and_jacobian(t, plant, spec, with_block(seg, 3)))(theta)
 np.savez(out, r=r, J=J)
 """
 
@@ -445,17 +446,19 @@ def test_segments_shared_over_devices_give_the_same_residuals_and_jacobian(
     nominal, excitation, tmp_path
 ):
     """With two XLA devices (what the CLI makes of a 2-core CPU) each device simulates its
-    share of the segments (`output_error.per_device`, `jax.shard_map`); three segments are
-    padded to four with one that weighs nothing. Residuals and Jacobian equal the one-device
-    run's to round-off."""
+    share of the segments (`output_error.per_device`, `jax.shard_map`). The five segments run
+    in calls of three (`with_block`, as a noise-weighted fit runs them), inside a jit of the
+    caller's: the second call is padded to three with a copy that weighs nothing, and each
+    call's three to four for the two devices. Residuals and Jacobian equal the one-device,
+    one-call run's to round-off."""
     import os
     import subprocess
     import sys
 
     spec = HydraulicParameters(VALVES[:4] + BETAS[:1])
     theta = np.random.default_rng(2).uniform(-0.1, 0.1, len(spec))
-    seg = make_segments(nominal, excitation[0], t_start=1.0, t_end=2.5)
-    assert seg.ts.shape[0] == 3
+    seg = make_segments(nominal, excitation[0], t_start=1.0, t_end=3.5)
+    assert seg.ts.shape[0] == 5
     r, J = residuals_and_jacobian(jnp.asarray(theta), nominal, spec, seg)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
