@@ -1,6 +1,8 @@
 """Tests run in float64 with rank promotion disabled; functions are jitted once and shared."""
 
 import os
+import shutil
+import tempfile
 
 # Compiling is three quarters of the suite's time (docs/performance.md, "Where the test suite's
 # time goes"). XLA's CPU fusion emitters (MLIR kernels, XLA's default) cost about a fifth of a
@@ -22,10 +24,24 @@ import pytest  # noqa: E402
 import jaxmb  # noqa: E402
 from jaxmb import compile_cache  # noqa: E402
 
-# the persistent compilation cache as the CLI has it: off unless $JAXMB_COMPILE_CACHE asks for
-# it (jaxlib 0.10.2's CPU loader crashes on the crane tuning's program: jaxmb.compile_cache).
-# tests/test_compile_cache.py runs it in a folder of its own.
+# JAX's persistent compilation cache in a folder of this test session's own, shared by its
+# workers and the commands its tests start in subprocesses (they inherit the environment):
+# a program that a module in the other worker, a subprocess or a test after `relieve` compiles
+# again is read back instead (issue 28 point 4). Made fresh and removed at the session's end,
+# so a run never reads what an earlier one wrote (jaxlib 0.10.2's CPU loader has crashed on
+# programs read back: jaxmb.compile_cache); a $JAXMB_COMPILE_CACHE of the caller's is kept.
+# tests/test_compile_cache.py runs it in folders of its own.
+_SESSION_CACHE = None
+if compile_cache.ENV not in os.environ:
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="jaxmb-test-xla-")
+    os.environ[compile_cache.ENV] = _SESSION_CACHE
 compile_cache.enable()
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:  # the process that made it (xdist: the controller)
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
 
 # $JAXMB_TEST_COMPILE_LOG=DIR: every trace, lowering and XLA compile of the session, one row
 # each (test, event, function, seconds), one file per worker, to find where CI's time goes

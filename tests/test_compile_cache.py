@@ -23,6 +23,7 @@ def test_the_folder_follows_the_environment(tmp_path):
     assert compile_cache.cache_dir(xdg) == tmp_path / "jaxmb" / "xla"
     on = {"JAXMB_COMPILE_CACHE": "on"}
     assert compile_cache.cache_dir(on) == Path.home() / ".cache" / "jaxmb" / "xla"
+    compile_cache.enable()  # the session's folder (tests/conftest.py) back for later tests
 
 
 def test_bad_settings_are_named(tmp_path):
