@@ -54,18 +54,25 @@ _COMPILE_EVENTS = {
 }
 
 
+_LOG_PATH = None  # the compile log's file, where $JAXMB_TEST_COMPILE_LOG asks for one
+
+
+def _log_row(kind: str, what: str, seconds: float) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ")[0]
+    with open(_LOG_PATH, "a") as f:
+        f.write(f"{test}\t{kind}\t{what}\t{seconds:.3f}\n")
+
+
 def _log_compiles(folder: str) -> None:
+    global _LOG_PATH
     os.makedirs(folder, exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    path = os.path.join(folder, f"compiles-{worker}.tsv")
+    _LOG_PATH = os.path.join(folder, f"compiles-{worker}.tsv")
 
     def listen(event, duration, **kwargs):
         kind = _COMPILE_EVENTS.get(event)
-        if kind is None:
-            return
-        test = os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ")[0]
-        with open(path, "a") as f:
-            f.write(f"{test}\t{kind}\t{kwargs.get('fun_name', '-')}\t{duration:.3f}\n")
+        if kind is not None:
+            _log_row(kind, kwargs.get("fun_name", "-"), duration)
 
     jax.monitoring.register_event_duration_secs_listener(listen)
 
@@ -102,7 +109,9 @@ def _free_compiled_code_when_crowded():
     every shape among them: clearing them at every module's end cost a tenth of the light
     modules' time)."""
     yield
-    compile_cache.relieve(0.4)
+    before = compile_cache.mapped_regions()
+    if compile_cache.relieve(0.4) and _LOG_PATH is not None:  # each drop costs recompiles
+        _log_row("relieve", f"maps {before} -> {compile_cache.mapped_regions()}", 0.0)
 
 
 # The modules that take longest (measured on the 2-core CI machine), in that order. They are
