@@ -599,7 +599,7 @@ def segment_batches(segments: Segments, size: int) -> list[Segments]:
         eqx.tree_at(
             lambda s: [getattr(s, f) for f in PER_SEGMENT],
             segments,
-            [fields[f][lo : lo + size].copy() for f in PER_SEGMENT],
+            [fields[f][lo : lo + size] for f in PER_SEGMENT],
         )  # fmt: skip
         for lo in range(0, K + extra, size)
     ]
