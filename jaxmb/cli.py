@@ -213,12 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     elif argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["state", *argv]  # `jaxmb --q ...`: the arm's dynamics at a state
     args = parser.parse_args(_negative_values(argv))
-    # compiled programs persist across runs where $JAXMB_COMPILE_CACHE asks for it
-    # (jaxmb.compile_cache); they hold no host callback for that, so run-time checks give NaN
-    # and each command raises from the status
+    # compiled programs persist across runs, in the user's cache folder unless
+    # $JAXMB_COMPILE_CACHE moves it or says off (jaxmb.compile_cache); they hold no host
+    # callback for that, so run-time checks give NaN and each command raises from the status
+    import faulthandler
+
     from jaxmb import compile_cache
     from jaxmb.multibody.checks import failures_as_nan
 
+    if not faulthandler.is_enabled():  # a fatal signal (a loader crash) shows where it hit
+        faulthandler.enable()
     compile_cache.enable()
     with failures_as_nan():
         return args.func(args)

@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache, where jaxmb's commands can keep their compiled programs.
+"""JAX's persistent compilation cache, where jaxmb's commands keep their compiled programs.
 
 A closed-loop crane simulation or an identification compiles for tens of seconds; the cache
 makes that a one-time cost per shape: the second run of a command with the same shapes loads
@@ -6,20 +6,29 @@ its programs from disk. JAX writes no program that holds a host callback (a rais
 ``equinox.error_if``, a progress meter) to the cache, so the commands trace their programs
 inside `jaxmb.multibody.checks.failures_as_nan` and raise from the returned status instead.
 
-Off unless asked for. With jaxlib 0.10.2 on CPU, loading one of the project's programs back
-from the cache kills the process (a segmentation fault in XLA while it deserializes the
-executable): the crane tuning's forward-mode pass through the closed loop
-(`control.vdc_tuning`), written by one run and read by the next, every time; the same
-program compiled afresh runs. Until the loader is fixed upstream a user opts in, knowing it:
-``$JAXMB_COMPILE_CACHE`` set to ``on`` (the folder ``$XDG_CACHE_HOME/jaxmb/xla``, i.e.
-``~/.cache/jaxmb/xla``) or to a folder; ``off`` (or unset) switches it off. Its size is
-bounded by ``$JAXMB_COMPILE_CACHE_MAX_MB`` (default 2048): JAX evicts the least recently used
-programs.
+On by default for the commands (`jaxmb.cli`), in the user's cache folder
+(``$XDG_CACHE_HOME/jaxmb/xla``, i.e. ``~/.cache/jaxmb/xla``); ``$JAXMB_COMPILE_CACHE`` set to
+a folder moves it there, ``off`` switches it off. Its size is bounded by
+``$JAXMB_COMPILE_CACHE_MAX_MB`` (default 2048): JAX evicts the least recently used programs.
+A library user opts in by calling `enable`.
+
+A program read back can kill the process: jaxlib 0.10.2's CPU loader links a program's object
+files recursively on a thread of a fixed 2 MiB stack, and has overflowed it on a large program
+(docs/compile-cache.md: once, on an earlier form of the crane tuning's gradient; none of the
+commands' programs does so now). So every read is watched: before JAX looks a program up, a
+marker with the time goes into the folder (``.jaxmb-reading-HOST-PID``), and it goes once the
+program is loaded or compiled. A process that dies in between leaves its marker behind; the
+next `enable` on that host finds it, removes the entries read since (a ``-atime`` file JAX
+stamps at every read), and warns: the run that died is the only one that program kills, and
+it is compiled afresh the next time.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import socket
+import time
 import warnings
 from pathlib import Path
 
@@ -27,20 +36,30 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV", "ENV_MAX_MB", "cache_dir", "enable", "mapped_regions", "relieve", "strong_types"]
+__all__ = [
+    "ENV",
+    "ENV_MAX_MB",
+    "cache_dir",
+    "enable",
+    "mapped_regions",
+    "recover",
+    "relieve",
+    "strong_types",
+]
 
 ENV = "JAXMB_COMPILE_CACHE"
 ENV_MAX_MB = "JAXMB_COMPILE_CACHE_MAX_MB"
-_OFF = ("", "off", "0", "false", "no", "none")
+_OFF = ("off", "0", "false", "no", "none")
 _ON = ("on", "1", "true", "yes")
 # programs that compile faster than this are not worth a disk entry (nor the read back)
 MIN_COMPILE_TIME_S = 0.2
 
 
 def cache_dir(environ=os.environ) -> Path | None:
-    """The cache folder the environment asks for (``on``: the user's cache folder), or None
-    where it leaves the cache off (the default: module docstring)."""
-    given = environ.get(ENV, "").strip()
+    """The cache folder the environment asks for: the user's cache folder where
+    ``$JAXMB_COMPILE_CACHE`` is unset or ``on``, the folder it names, or None where it is
+    ``off``."""
+    given = environ.get(ENV, "").strip() or "on"
     if given.lower() in _OFF:
         return None
     if given.lower() not in _ON:
@@ -66,6 +85,7 @@ def enable(path: str | Path | None = None, *, environ=os.environ) -> Path | None
     (a warning says so, and everything still runs, compiling as before)."""
     folder = Path(path).expanduser() if path is not None else cache_dir(environ)
     max_bytes = _max_bytes(environ)
+    _watch(None)
     if folder is None:
         if jax.config.jax_compilation_cache_dir is not None:
             jax.config.update("jax_compilation_cache_dir", None)
@@ -90,7 +110,102 @@ def enable(path: str | Path | None = None, *, environ=os.environ) -> Path | None
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     jax.config.update("jax_compilation_cache_max_size", max_bytes)
+    removed = recover(folder)
+    if removed:
+        warnings.warn(
+            f"compilation cache {folder}: an earlier run died while reading a compiled program "
+            f"back ({len(removed)} entr{'y' if len(removed) == 1 else 'ies'} removed; they "
+            "compile afresh). jaxlib's CPU loader can crash on a large program "
+            f"(docs/compile-cache.md); set ${ENV}=off to run without the cache",
+            stacklevel=2,
+        )
+    _watch(folder)
     return folder
+
+
+# -- the guard against a program that kills the process as it is read back (module docstring)
+
+_READING = ".jaxmb-reading-"
+_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"  # before JAX's look-up
+_DONE = "/jax/core/compile/backend_compile_duration"  # after it: read back or compiled
+_watched: dict = {"folder": None, "listening": False}
+
+
+def _marker(folder: Path, pid: int | None = None) -> Path:
+    return folder / f"{_READING}{socket.gethostname()}-{os.getpid() if pid is None else pid}"
+
+
+def _on_event(event: str, **kwargs) -> None:
+    folder = _watched["folder"]
+    if event == _REQUEST and folder is not None:
+        try:  # the time on the clock JAX stamps its reads with
+            _marker(folder).write_text(str(time.time_ns()))
+        except OSError:
+            pass
+
+
+def _on_duration(event: str, duration: float, **kwargs) -> None:
+    folder = _watched["folder"]
+    if event == _DONE and folder is not None:
+        _marker(folder).unlink(missing_ok=True)
+
+
+def _watch(folder: Path | None) -> None:
+    """Mark every look-up in ``folder`` (None: stop marking), listening to JAX's events."""
+    old = _watched["folder"]
+    if old is not None and old != folder:
+        _marker(old).unlink(missing_ok=True)
+    _watched["folder"] = folder
+    if folder is not None and not _watched["listening"]:
+        jax.monitoring.register_event_listener(_on_event)
+        jax.monitoring.register_event_duration_secs_listener(_on_duration)
+        atexit.register(lambda: _watch(None))
+        _watched["listening"] = True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def recover(folder: Path) -> list[str]:
+    """Remove the entries that a process of this host which has died was reading back when it
+    died (its marker's time or later); returns their keys. Markers of live processes, and of
+    other hosts sharing the folder, are left alone."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    removed: list[str] = []
+    for marker in folder.glob(f"{_READING}{socket.gethostname()}-*"):
+        try:
+            pid = int(marker.name.rsplit("-", 1)[1])
+            since = int(marker.read_text())
+        except (ValueError, OSError):
+            marker.unlink(missing_ok=True)  # unreadable: written as the process died
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        try:  # JAX's own lock on the folder: no read or write of an entry meanwhile
+            with FileLock(folder / ".lockfile", timeout=10):
+                for stamp in folder.glob("*-atime"):
+                    try:
+                        read_at = int.from_bytes(stamp.read_bytes(), "little")
+                    except OSError:
+                        continue
+                    if read_at >= since:
+                        key = stamp.name.removesuffix("-atime")
+                        (folder / f"{key}-cache").unlink(missing_ok=True)
+                        stamp.unlink(missing_ok=True)
+                        removed.append(key)
+        except Timeout:
+            continue  # held by a live process: the next run looks again
+        marker.unlink(missing_ok=True)
+    return removed
 
 
 def mapped_regions() -> int | None:
