@@ -21,6 +21,7 @@ from jaxmb.compile_cache import strong_types
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
 from jaxmb.control.machine_report import write_machine_report
 from jaxmb.control.vdc_control import VDCController
+from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
@@ -74,7 +75,7 @@ def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False
     return _closed_loop_run(*strong_types((plant, controller, ts)), progress=progress)
 
 
-@eqx.filter_jit
+@saved
 def _closed_loop_run(plant, controller, ts, progress):
     return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
 

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     ("jaxmb.compile_cache", "jaxmb.version"),  # no jaxmb imports
     ("jaxmb.multibody",),
+    ("jaxmb.saved_programs",),  # traced programs on disk: over the checks' mode
     ("jaxmb.algorithms",),
     ("jaxmb.constraints",),
     ("jaxmb.actuators",),

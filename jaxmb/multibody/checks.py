@@ -24,6 +24,7 @@ from jaxtyping import Array
 
 __all__ = [
     "failures_as_nan",
+    "failures_give_nan",
     "runtime_check",
     "describe",
     "as_real_array",
@@ -61,7 +62,8 @@ _NAN_MODE = _trace_mode_state()
 _FAILURES_AS_NAN = [False]  # the fallback's flag
 
 
-def _failures_give_nan() -> bool:
+def failures_give_nan() -> bool:
+    """Whether what is traced now gives NaN for a failed check (inside `failures_as_nan`)."""
     return bool(_NAN_MODE.value) if _NAN_MODE is not None else _FAILURES_AS_NAN[0]
 
 
@@ -108,7 +110,7 @@ def failures_as_nan():
 def runtime_check(x, pred, msg: str):
     """``x``, checked at run time: raise ``msg`` (`equinox.error_if`) where ``pred`` holds,
     or return NaN there inside `failures_as_nan`."""
-    if _failures_give_nan():
+    if failures_give_nan():
         return jax.tree.map(lambda v: jnp.where(pred, jnp.nan, v), x)
     return eqx.error_if(x, pred, msg)
 
@@ -210,7 +212,7 @@ def check_all_finite(fields: Mapping[str, Array]) -> tuple:
         return tuple(out)
     bad = jnp.stack([~jnp.isfinite(out[i]).all() for i in traced])
     xs = tuple(out[i] for i in traced)
-    if _failures_give_nan():
+    if failures_give_nan():
         xs = jax.tree.map(lambda v: jnp.where(bad.any(), jnp.nan, v), xs)
     else:
         msgs = [f"{names[i]}: must be finite, got NaN or inf" for i in traced]

@@ -1,0 +1,260 @@
+"""Traced programs kept on disk beside the compiled ones, so that a second run of a command
+skips tracing as well as compiling (issue 28 point 1).
+
+JAX's persistent cache (`jaxmb.compile_cache`) keys compiled code by the lowered program, so
+every run must trace and lower its programs before it can look them up: for the crane's closed
+loop 5.6 s of tracing and 0.6 s of lowering, against 1.9 s to read its compiled code back. A
+function wrapped by `saved` keeps its lowered program (StableHLO, `jax.export`) under a key of
+everything the trace depends on, and a later process with the same key calls that program
+without tracing; its compiled code then comes from JAX's cache as before.
+
+What the key holds, and why that is all a trace depends on:
+
+- the function (module and name; a function of jaxmb's packages only);
+- every array argument's shape, dtype, weak type and sharding (their values are the program's
+  inputs), and every other argument exactly, by pickling (equinox's static fields, Python
+  numbers and strings, options): as `equinox.filter_jit`, which the wrapped function would be
+  otherwise, arrays are traced and the rest is static;
+- the code: a hash of every source file of jaxmb's packages, the versions of JAX, jaxlib and
+  the libraries jaxmb traces through, Python's version;
+- JAX's trace context (``jax_enable_x64`` and the other settings that are part of JAX's own jit
+  keys, `jaxmb.multibody.checks.failures_as_nan` among them) and the devices.
+
+A function or class from outside those packages and the standard library anywhere in the
+arguments (a user's controller, a reference written in a script) is code no key covers: such
+a call is traced as usual (`equinox.filter_jit`), and so is a call under a transformation (its
+arguments tracers), with the cache off, or outside `failures_as_nan` (a raising check is a host
+callback, which neither JAX's cache nor an exported program keeps). Any saved program that cannot be read is traced
+anew and written again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import io
+import os
+import pickle
+import sys
+import types
+from importlib import metadata
+from pathlib import Path
+
+import equinox as eqx
+import jax
+
+from jaxmb.multibody.checks import failures_give_nan
+
+__all__ = ["saved", "program_folder", "MAX_BYTES"]
+
+# libraries whose code a trace runs through: their versions are part of every key
+_VERSIONED = ("jax", "jaxlib", "equinox", "diffrax", "lineax", "optimistix", "optax", "numpy",
+              "jaxtyping", "scipy")  # fmt: skip
+_OWN = ("jaxmb",)  # hashed source by source (jaxmb.control and jaxmb.identification included)
+MAX_BYTES = 256 * 2**20  # the saved programs' folder, least recently used first out
+_ANY_TARGET = [jax.export.DisabledSafetyCheck.custom_call("ALL")]
+
+
+def program_folder() -> Path | None:
+    """Where saved programs go: ``programs/`` in JAX's persistent cache folder, or None where
+    that cache is off."""
+    folder = jax.config.jax_compilation_cache_dir
+    return None if folder is None else Path(folder) / "programs"
+
+
+class _Unkeyable(Exception):
+    """An argument holds something no key covers (module docstring)."""
+
+
+@functools.cache
+def _code() -> bytes:
+    """The hash of jaxmb's sources and the versions of what it traces through."""
+    h = hashlib.sha256(sys.version.encode())
+    for name in _VERSIONED:
+        try:
+            h.update(f"{name}={metadata.version(name)};".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{name}=-;".encode())
+    # the packages' folders, found without importing the workflows from down here
+    found = [
+        importlib.util.find_spec(m) for m in ("jaxmb", "jaxmb.control", "jaxmb.identification")
+    ]
+    roots = {Path(p) for spec in found for p in spec.submodule_search_locations}
+    for root in sorted(roots):
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.digest()
+
+
+def _known_module(name: str | None) -> bool:
+    top = (name or "").split(".")[0]
+    return top in _OWN or top in _VERSIONED or top in sys.stdlib_module_names or top == "builtins"
+
+
+class _KeyPickler(pickle.Pickler):
+    """Pickles the arguments for the key, refusing code from outside jaxmb, the versioned
+    libraries and the standard library (its behaviour is in no key)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
+            if not _known_module(getattr(obj, "__module__", None)):
+                raise _Unkeyable(f"{obj!r} from {obj.__module__}")
+        elif isinstance(obj, jax.core.Tracer):
+            raise _Unkeyable("a traced argument")
+        return NotImplemented
+
+
+def _spec(x):
+    """An array argument as its key: shape, dtype, weak type, sharding."""
+    if isinstance(x, jax.core.Tracer):
+        raise _Unkeyable("a traced argument")
+    if isinstance(x, jax.Array):
+        return ("jax.Array", x.shape, x.dtype.str, bool(x.weak_type), repr(x.sharding))
+    return ("ndarray", x.shape, x.dtype.str)
+
+
+def _context() -> str:
+    """JAX's trace context (the settings in its own jit keys), primitives only."""
+    from jax._src import config
+
+    try:
+        ctx = config.trace_context()
+    except AttributeError:  # pragma: no cover - depends on the JAX release
+        raise _Unkeyable("this JAX has no trace context") from None
+    plain = (bool, int, float, str, type(None), tuple)
+    items = [repr(v) if isinstance(v, plain) else type(v).__name__ for v in ctx]
+    import equinox._errors as eqx_errors
+
+    items.append(repr(getattr(eqx_errors, "EQX_ON_ERROR", None)))
+    return "|".join(items)
+
+
+def _key(fun, args, kwargs) -> str:
+    """The key of ``fun(*args, **kwargs)``'s trace (module docstring); raises `_Unkeyable`."""
+    specs = jax.tree.map(lambda x: _spec(x) if eqx.is_array(x) else x, (args, kwargs))
+    buf = io.BytesIO()
+    try:
+        _KeyPickler(buf, protocol=5).dump(specs)
+    except _Unkeyable:
+        raise
+    except Exception as err:  # an argument pickle cannot write (a lambda, a lock, ...)
+        raise _Unkeyable(f"{type(err).__name__}: {err}") from None
+    h = hashlib.sha256(_code())
+    h.update(f"{fun.__module__}:{fun.__qualname__}|{_context()}".encode())
+    h.update(f"|{jax.default_backend()}|{jax.device_count()}|{jax.process_count()}|".encode())
+    h.update(buf.getvalue())
+    return h.hexdigest()[:40]
+
+
+def _sds(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type)
+
+
+def _write(path: Path, data: bytes | bytearray) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # whole or not at all, also with another process writing
+
+
+def _bound(folder: Path) -> None:
+    """Keep the folder within `MAX_BYTES`, the least recently used programs going first."""
+    files = []
+    for f in folder.glob("*.export"):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        files.append((st.st_mtime, st.st_size, f))
+    total = sum(s for _, s, _ in files)
+    for _, size, f in sorted(files):
+        if total <= MAX_BYTES:
+            break
+        f.unlink(missing_ok=True)
+        f.with_suffix(".out").unlink(missing_ok=True)
+        total -= size
+
+
+class _Saved:
+    """``fun`` as `saved` returns it."""
+
+    def __init__(self, fun):
+        if "<locals>" in fun.__qualname__ or not _known_module(fun.__module__):
+            raise ValueError(
+                f"saved: {fun.__module__}.{fun.__qualname__}: expected a module-level function "
+                "of jaxmb (its code is what the key covers)"
+            )
+        self.fun = fun
+        self.jitted = eqx.filter_jit(fun)
+        self.loaded: dict[str, tuple] = {}  # key -> (compiled call, output skeleton)
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        folder = program_folder()
+        if folder is None or not failures_give_nan():  # a raising check: a host callback,
+            return self.jitted(*args, **kwargs)  # which neither cache keeps
+        try:
+            key = _key(self.fun, args, kwargs)
+        except _Unkeyable:
+            return self.jitted(*args, **kwargs)
+        dynamic, static = eqx.partition((args, kwargs), eqx.is_array)
+        leaves, treedef = jax.tree.flatten(dynamic)
+        if key not in self.loaded:
+            self.loaded[key] = self._load(folder, key) or self._export(
+                folder, key, leaves, treedef, static
+            )
+        call, (skeleton, static_out) = self.loaded[key]
+        out = call(*leaves)
+        return eqx.combine(jax.tree.unflatten(jax.tree.structure(skeleton), out), static_out)
+
+    def _paths(self, folder: Path, key: str) -> tuple[Path, Path]:
+        stem = f"{self.fun.__module__}.{self.fun.__qualname__}-{key}"
+        return folder / f"{stem}.export", folder / f"{stem}.out"
+
+    def _load(self, folder: Path, key: str):
+        program, outputs = self._paths(folder, key)
+        try:
+            exported = jax.export.deserialize(bytearray(program.read_bytes()))
+            skeleton = pickle.loads(outputs.read_bytes())
+            os.utime(program)  # recently used (`_bound`)
+        except FileNotFoundError:
+            return None
+        except Exception:  # unreadable (cut short, another version's format): traced anew
+            return None
+        return jax.jit(exported.call), skeleton
+
+    def _export(self, folder: Path, key: str, leaves, treedef, static):
+        fun, skeleton = self.fun, []
+
+        def flat(*xs):
+            args, kwargs = eqx.combine(jax.tree.unflatten(treedef, xs), static)
+            dynamic, static_out = eqx.partition(fun(*args, **kwargs), eqx.is_array)
+            skeleton.append((jax.tree.map(_sds, dynamic), static_out))
+            return jax.tree.leaves(dynamic)
+
+        specs = [_sds(x) if isinstance(x, jax.Array) else jax.ShapeDtypeStruct(x.shape, x.dtype)
+                 for x in leaves]  # fmt: skip
+        # the custom calls' targets (LAPACK's on CPU) need no stability across releases: the key
+        # holds jaxlib's version
+        exported = jax.export.export(jax.jit(flat), disabled_checks=_ANY_TARGET)(*specs)
+        try:
+            outputs_blob = pickle.dumps(skeleton[0], protocol=5)
+        except Exception:  # an output pickle cannot write: this process runs it, unsaved
+            return jax.jit(exported.call), skeleton[0]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            program, outputs = self._paths(folder, key)
+            _write(outputs, outputs_blob)
+            _write(program, exported.serialize())
+            _bound(folder)
+        except OSError:
+            pass  # not saved (a full disk, a folder gone): this process still runs it
+        return jax.jit(exported.call), skeleton[0]
+
+
+def saved(fun):
+    """``fun`` compiled as `equinox.filter_jit` would (arrays traced, everything else static),
+    its traced program kept on disk where JAX's persistent cache is on, so that a later
+    process calls it without tracing (module docstring)."""
+    return _Saved(fun)

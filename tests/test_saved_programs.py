@@ -1,0 +1,163 @@
+"""Traced programs kept on disk (`jaxmb.saved_programs`, issue 28 point 1): a later process
+runs a saved program without tracing and gets the same numbers bit for bit; the key changes
+with everything the trace depends on, and code no key covers is traced as usual."""
+
+import functools
+import os
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmb import compile_cache, saved_programs
+from jaxmb.algorithms.dynamics import bias_forces, mass_matrix
+from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.saved_programs import _key, _Unkeyable, saved
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """A cache folder of this test's own; the session's (tests/conftest.py) back after."""
+    compile_cache.enable(tmp_path / "xla")
+    yield tmp_path / "xla" / "programs"
+    compile_cache.enable()
+
+
+def _traces(fn, *args):
+    """``fn(*args)`` and the number of functions JAX traced for it."""
+    seen = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            seen.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        out = jax.block_until_ready(fn(*args))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return out, seen
+
+
+def test_a_saved_program_is_read_back_without_tracing_and_gives_the_same_numbers(folder, arm):
+    q = jnp.array([0.1, 0.35, 0.12])
+    with failures_as_nan():
+        plain = eqx.filter_jit(mass_matrix)(arm, q)
+        first, _ = _traces(saved(mass_matrix), arm, q)
+        assert len(list(folder.glob("*.export"))) == 1
+        # a fresh wrapper knows nothing in memory, as a new process: it reads the program
+        again, traced = _traces(saved(mass_matrix), arm, q + 0.01)
+        assert not [f for f in traced if "mass_matrix" in f or "flat" in f], traced
+        np.testing.assert_array_equal(first, plain)
+        np.testing.assert_array_equal(again, eqx.filter_jit(mass_matrix)(arm, q + 0.01))
+    # outside failures_as_nan a raising check is a host callback: traced as usual, not saved
+    for f in folder.glob("*"):
+        f.unlink()
+    np.testing.assert_array_equal(saved(mass_matrix)(arm, q), plain)
+    assert not list(folder.glob("*.export"))
+
+
+_SCRIPT = """
+import sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp, numpy as np
+import jaxmb
+from jaxmb import compile_cache
+from jaxmb.algorithms.dynamics import bias_forces
+from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.saved_programs import saved
+compile_cache.enable(sys.argv[1])
+traced = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda e, d, **k: traced.append(k.get("fun_name")) if e.endswith("jaxpr_trace_duration") else 0)
+arm = jaxmb.models.series_parallel_3dof()
+with failures_as_nan():
+    h = saved(bias_forces)(arm, jnp.array([0.1, 0.35, 0.12]), jnp.array([0.2, -0.1, 0.05]))
+print(repr(np.asarray(h).tolist()), sum(1 for f in traced if "flat" in f or "bias" in f))
+"""
+
+
+def test_a_second_process_runs_the_saved_program(tmp_path):
+    runs = [
+        subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "JAXMB_COMPILE_CACHE": "off"})
+        for _ in range(2)
+    ]  # fmt: skip
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    (h1, n1), (h2, n2) = (r.stdout.rsplit(" ", 1) for r in runs)
+    assert int(n1) >= 1 and int(n2) == 0  # the first traced, the second read it back
+    assert h1 == h2
+
+
+def test_the_key_follows_what_the_trace_depends_on(arm, monkeypatch):
+    q = jnp.array([0.1, 0.35, 0.12])
+    with failures_as_nan():
+        k = _key(mass_matrix, (arm, q), {})
+        assert _key(mass_matrix, (arm, q + 1.0), {}) == k  # values are inputs, not the key
+        assert _key(bias_forces, (arm, q), {}) != k
+        assert _key(mass_matrix, (arm, q[:2]), {}) != k
+        assert _key(mass_matrix, (arm, q.astype(jnp.float32)), {}) != k
+        assert _key(mass_matrix, (arm, jnp.asarray(0.5) + q), {}) == k
+        assert _key(mass_matrix, (arm, q), {"option": 1.0}) != _key(
+            mass_matrix, (arm, q), {"option": 2.0}
+        )  # a static argument's value is part of the program
+        heavier = jaxmb_replace(arm)
+        assert _key(mass_matrix, (heavier, q), {}) == k  # a body's mass is an input
+        # the code: jaxmb's sources and the libraries' versions
+        monkeypatch.setattr(saved_programs, "_code", lambda: b"other sources")
+        assert _key(mass_matrix, (arm, q), {}) != k
+    assert _key(mass_matrix, (arm, q), {}) != k  # outside failures_as_nan: another trace
+
+
+def jaxmb_replace(arm):
+    import jaxmb
+
+    return jaxmb.replace_body(arm, arm.bodies[0].name, mass=2.0 * float(arm.bodies[0].mass))
+
+
+def _own_law(x):  # a function of this module: code no key covers
+    return x
+
+
+def test_code_outside_the_key_is_traced_as_usual(folder, arm):
+    q = jnp.array([0.1, 0.35, 0.12])
+    for args in ((arm, q, _own_law), (arm, q, lambda x: x), (arm, q, functools.partial(_own_law))):
+        with pytest.raises(_Unkeyable):
+            _key(mass_matrix, args, {})
+
+    def traced_key(x):
+        return _key(mass_matrix, (arm, x), {})
+
+    with pytest.raises(_Unkeyable, match="traced"):
+        jax.jit(traced_key)(q)
+    with pytest.raises(ValueError, match="module-level function of jaxmb"):
+        saved(_own_law)
+
+    with failures_as_nan():  # and under a transformation it runs, traced with the caller
+        out = jax.vmap(lambda x: saved(mass_matrix)(arm, x))(jnp.stack([q, q]))
+    assert out.shape == (2, 3, 3) and not list(folder.glob("*.export"))
+
+
+def test_an_unreadable_program_is_traced_anew_and_the_folder_stays_bounded(
+    folder, arm, monkeypatch
+):
+    q = jnp.array([0.1, 0.35, 0.12])
+    with failures_as_nan():
+        want = saved(mass_matrix)(arm, q)
+        (program,) = folder.glob("*.export")
+        program.write_bytes(program.read_bytes()[:100])  # cut short
+        np.testing.assert_array_equal(saved(mass_matrix)(arm, q), want)
+        assert program.stat().st_size > 100  # written again, whole
+        # at most MAX_BYTES: the least recently used program goes first
+        saved(bias_forces)(arm, q, q)
+        (newer,) = folder.glob("*bias_forces*.export")
+        os.utime(program, (1, 1))
+        monkeypatch.setattr(saved_programs, "MAX_BYTES", newer.stat().st_size + 1)
+        saved_programs._bound(folder)
+        assert sorted(p.name for p in folder.iterdir()) == [newer.name, newer.stem + ".out"]
