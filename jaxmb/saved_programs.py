@@ -53,7 +53,6 @@ _VERSIONED = ("jax", "jaxlib", "equinox", "diffrax", "lineax", "optimistix", "op
               "jaxtyping", "scipy")  # fmt: skip
 _OWN = ("jaxmb",)  # hashed source by source (jaxmb.control and jaxmb.identification included)
 MAX_BYTES = 256 * 2**20  # the saved programs' folder, least recently used first out
-_ANY_TARGET = [jax.export.DisabledSafetyCheck.custom_call("ALL")]
 
 
 def program_folder() -> Path | None:
@@ -98,6 +97,9 @@ class _KeyPickler(pickle.Pickler):
     libraries and the standard library (its behaviour is in no key)."""
 
     def reducer_override(self, obj):
+        if isinstance(obj, jax.sharding.Mesh):  # by its layout: devices do not pickle
+            ids = tuple(d.id for d in obj.devices.flat)
+            return str, (f"Mesh{obj.axis_names}{obj.devices.shape}{ids}",)
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             if not _known_module(getattr(obj, "__module__", None)):
                 raise _Unkeyable(f"{obj!r} from {obj.__module__}")
@@ -204,6 +206,8 @@ class _Saved:
             self.loaded[key] = self._load(folder, key) or self._export(
                 folder, key, leaves, treedef, static
             )
+        if self.loaded[key] is None:
+            return self.jitted(*args, **kwargs)
         call, (skeleton, static_out) = self.loaded[key]
         out = call(*leaves)
         return eqx.combine(jax.tree.unflatten(jax.tree.structure(skeleton), out), static_out)
@@ -233,11 +237,17 @@ class _Saved:
             skeleton.append((jax.tree.map(_sds, dynamic), static_out))
             return jax.tree.leaves(dynamic)
 
-        specs = [_sds(x) if isinstance(x, jax.Array) else jax.ShapeDtypeStruct(x.shape, x.dtype)
-                 for x in leaves]  # fmt: skip
-        # the custom calls' targets (LAPACK's on CPU) need no stability across releases: the key
-        # holds jaxlib's version
-        exported = jax.export.export(jax.jit(flat), disabled_checks=_ANY_TARGET)(*specs)
+        specs = [
+            jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type, sharding=x.sharding)
+            if isinstance(x, jax.Array) else jax.ShapeDtypeStruct(x.shape, x.dtype)
+            for x in leaves
+        ]  # fmt: skip
+        try:
+            exported = jax.export.export(jax.jit(flat))(*specs)
+        except (NotImplementedError, ValueError):
+            # a program jax.export refuses (a host callback, a custom call it does not keep)
+            # runs as usual; and an error of the trace itself comes again from there
+            return None
         try:
             outputs_blob = pickle.dumps(skeleton[0], protocol=5)
         except Exception:  # an output pickle cannot write: this process runs it, unsaved
