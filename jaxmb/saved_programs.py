@@ -34,6 +34,7 @@ import functools
 import hashlib
 import importlib.util
 import io
+import logging
 import os
 import pickle
 import sys
@@ -43,10 +44,13 @@ from pathlib import Path
 
 import equinox as eqx
 import jax
+import numpy as np
 
 from jaxmb.multibody.checks import failures_give_nan
 
 __all__ = ["saved", "program_folder", "MAX_BYTES"]
+
+_log = logging.getLogger(__name__)
 
 # libraries whose code a trace runs through: their versions are part of every key
 _VERSIONED = ("jax", "jaxlib", "equinox", "diffrax", "lineax", "optimistix", "optax", "numpy",
@@ -154,6 +158,37 @@ def _sds(x):
     return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type)
 
 
+def _input_spec(x):
+    """An argument as the exported program takes it: with its sharding where it is spread
+    over several devices; a single device's array goes where the program's devices are."""
+    if not isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype)
+    sharding = x.sharding if _spread(x) else None
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type, sharding=sharding)
+
+
+def _callable(exported):
+    """The exported program, compiled for the devices it was exported for: a program that
+    shards over several (`jax.shard_map` inside) takes its single-device arguments replicated
+    over as many local devices, as its traced form did."""
+    call = jax.jit(exported.call)
+    n = exported.nr_devices
+    if n == 1:
+        return call
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    whole = NamedSharding(Mesh(np.asarray(jax.local_devices()[:n]), ("devices",)), PartitionSpec())
+
+    def on_devices(*xs):
+        return call(*(x if _spread(x) else jax.device_put(x, whole) for x in xs))
+
+    return on_devices
+
+
+def _spread(x) -> bool:
+    return isinstance(x, jax.Array) and len(x.sharding.device_set) > 1
+
+
 def _write(path: Path, data: bytes | bytearray) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
@@ -198,7 +233,8 @@ class _Saved:
             return self.jitted(*args, **kwargs)  # which neither cache keeps
         try:
             key = _key(self.fun, args, kwargs)
-        except _Unkeyable:
+        except _Unkeyable as why:
+            _log.info("%s: traced as usual: %s", self.fun.__qualname__, why)
             return self.jitted(*args, **kwargs)
         dynamic, static = eqx.partition((args, kwargs), eqx.is_array)
         leaves, treedef = jax.tree.flatten(dynamic)
@@ -223,10 +259,11 @@ class _Saved:
             skeleton = pickle.loads(outputs.read_bytes())
             os.utime(program)  # recently used (`_bound`)
         except FileNotFoundError:
+            _log.info("%s: no saved program %s", self.fun.__qualname__, key)
             return None
         except Exception:  # unreadable (cut short, another version's format): traced anew
             return None
-        return jax.jit(exported.call), skeleton
+        return _callable(exported), skeleton
 
     def _export(self, folder: Path, key: str, leaves, treedef, static):
         fun, skeleton = self.fun, []
@@ -237,21 +274,18 @@ class _Saved:
             skeleton.append((jax.tree.map(_sds, dynamic), static_out))
             return jax.tree.leaves(dynamic)
 
-        specs = [
-            jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type, sharding=x.sharding)
-            if isinstance(x, jax.Array) else jax.ShapeDtypeStruct(x.shape, x.dtype)
-            for x in leaves
-        ]  # fmt: skip
+        specs = [_input_spec(x) for x in leaves]
         try:
             exported = jax.export.export(jax.jit(flat))(*specs)
-        except (NotImplementedError, ValueError):
+        except (NotImplementedError, ValueError) as why:
             # a program jax.export refuses (a host callback, a custom call it does not keep)
             # runs as usual; and an error of the trace itself comes again from there
+            _log.info("%s: not exported: %s", self.fun.__qualname__, str(why).splitlines()[0])
             return None
         try:
             outputs_blob = pickle.dumps(skeleton[0], protocol=5)
         except Exception:  # an output pickle cannot write: this process runs it, unsaved
-            return jax.jit(exported.call), skeleton[0]
+            return _callable(exported), skeleton[0]
         try:
             folder.mkdir(parents=True, exist_ok=True)
             program, outputs = self._paths(folder, key)
@@ -260,7 +294,7 @@ class _Saved:
             _bound(folder)
         except OSError:
             pass  # not saved (a full disk, a folder gone): this process still runs it
-        return jax.jit(exported.call), skeleton[0]
+        return _callable(exported), skeleton[0]
 
 
 def saved(fun):

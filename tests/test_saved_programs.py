@@ -161,3 +161,47 @@ def test_an_unreadable_program_is_traced_anew_and_the_folder_stays_bounded(
         monkeypatch.setattr(saved_programs, "MAX_BYTES", newer.stat().st_size + 1)
         saved_programs._bound(folder)
         assert sorted(p.name for p in folder.iterdir()) == [newer.name, newer.stem + ".out"]
+
+
+_SHARDED = """
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jaxmb import compile_cache, saved_programs
+from jaxmb.multibody.checks import failures_as_nan
+saved_programs._OWN = ("jaxmb", "__main__")  # this script's function, as if it were jaxmb's
+compile_cache.enable(sys.argv[1])
+traced = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda e, d, **k: traced.append(k.get("fun_name")) if e.endswith("jaxpr_trace_duration") else 0)
+mesh = Mesh(np.asarray(jax.local_devices()), ("s",))
+def f(theta, x):
+    out = jax.shard_map(lambda th, xx: jnp.sin(xx) * th, mesh=mesh, in_specs=(P(), P("s")),
+                        out_specs=P("s"), check_vma=False)(theta, x)
+    return out.sum(), out
+g = saved_programs.saved(f)
+theta, x = jnp.asarray(2.0, dtype=float), jnp.arange(8.0)
+with failures_as_nan():
+    a = g(theta, x)  # host arguments: replicated over the program's two devices
+    b = g(theta, jax.device_put(x, NamedSharding(mesh, P("s"))))  # spread over them
+want = jax.jit(f)(theta, x)
+assert all(np.array_equal(u, w) for u, w in zip(a + b, want + want))
+print(sum(1 for n in traced if n == "flat"))
+"""
+
+
+def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
+    """A program that shards its batch over two XLA devices (`jax.shard_map`, as the Monte
+    Carlo chunks and the identification's segments do), called with host arguments and with
+    arguments spread over the devices: saved, and read back by a second process."""
+    runs = [
+        subprocess.run([sys.executable, "-c", _SHARDED, str(tmp_path)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "JAXMB_COMPILE_CACHE": "off"})
+        for _ in range(2)
+    ]  # fmt: skip
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert [int(r.stdout) for r in runs] == [2, 0]  # two layouts traced once, then none
+    assert len(list((tmp_path / "programs").glob("*.export"))) == 2
