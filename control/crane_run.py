@@ -29,6 +29,7 @@ gradients.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,7 +41,6 @@ from jaxmb.models.crane import (
     crane_chain,
     lift_tilt_crane_plant,
 )
-from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
@@ -97,7 +97,7 @@ def crane_replay(
     return simulate(plant, table, None, q0, jnp.zeros(2), ts, progress=progress, **opts)
 
 
-@saved
+@eqx.filter_jit
 def _terms_along(controller: VDCController, t, q, qd, acts):
     """`VDCController.terms` at every saved state (compiled once per controller layout)."""
     return jax.vmap(

@@ -44,7 +44,6 @@ from jax.flatten_util import ravel_pytree
 from jaxmb.control.studies import MachineStudy, SolverOptions
 from jaxmb.control.tuning import Tuner, gains_of, tracking_term
 from jaxmb.control.vdc_control import VDCController
-from jaxmb.saved_programs import saved
 from jaxmb.simulation import simulate
 
 __all__ = [
@@ -157,7 +156,7 @@ def vdc_tuning_loss(theta, g0, study, base, values, weights: VdcTuningWeights, o
     return loss_of_terms(terms, weights)
 
 
-@saved
+@eqx.filter_jit
 def _terms_and_jacobian(theta, g0, study, base, value, options):
     """One sample's terms and their Jacobian with respect to the flattened ``theta``, by one
     forward-mode pass through its solve (compiled once per study layout: every argument but
@@ -172,7 +171,7 @@ def _terms_and_jacobian(theta, g0, study, base, value, options):
     return jax.jacfwd(f, has_aux=True)(flat)[::-1]
 
 
-@saved
+@eqx.filter_jit
 def _chain(terms, jacobians, weights):
     """``((J, aux), dJ/dtheta)`` from the stacked terms and their Jacobians (chain rule through
     `loss_of_terms`)."""

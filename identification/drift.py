@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,12 +31,11 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
-from jaxmb.saved_programs import saved
 
 __all__ = ["replay_sensitivity", "replay_std", "expected_rmse"]
 
 
-@saved
+@eqx.filter_jit
 def replay_sensitivity(
     theta: Float[Array, " P"],
     plant: HydraulicPlant,

@@ -45,7 +45,6 @@ from jaxmb.identification.output_error import (
     with_scales,
 )
 from jaxmb.multibody.checks import check_number, check_type
-from jaxmb.saved_programs import saved
 
 __all__ = ["head_segments", "estimate_start_states", "start_state_residuals"]
 
@@ -154,7 +153,7 @@ def _estimate(theta, plant: HydraulicPlant, segments: Segments, dt: float):
     )
 
 
-@saved
+@eqx.filter_jit
 def _estimate_jit(plant, heads, dt):
     return per_device(lambda th, p, s: _estimate(th, p, s, dt), jnp.zeros(1), plant, heads)
 

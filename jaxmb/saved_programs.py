@@ -113,12 +113,13 @@ class _KeyPickler(pickle.Pickler):
 
 
 def _spec(x):
-    """An array argument as its key: shape, dtype, weak type, sharding."""
+    """An array argument as its key: what the trace sees of it (shape, dtype, weak type), and
+    its sharding where it is spread over several devices. A numpy array and an uncommitted or
+    single-device JAX array of the same shape trace alike, as `equinox.filter_jit` takes them."""
     if isinstance(x, jax.core.Tracer):
         raise _Unkeyable("a traced argument")
-    if isinstance(x, jax.Array):
-        return ("jax.Array", x.shape, x.dtype.str, bool(x.weak_type), repr(x.sharding))
-    return ("ndarray", x.shape, x.dtype.str)
+    weak = bool(getattr(x, "weak_type", False))
+    return ("array", x.shape, x.dtype.str, weak, repr(x.sharding) if _spread(x) else None)
 
 
 def _context() -> str:
@@ -141,8 +142,10 @@ def _key(fun, args, kwargs) -> str:
     """The key of ``fun(*args, **kwargs)``'s trace (module docstring); raises `_Unkeyable`."""
     specs = jax.tree.map(lambda x: _spec(x) if eqx.is_array(x) else x, (args, kwargs))
     buf = io.BytesIO()
+    pickler = _KeyPickler(buf, protocol=5)
+    pickler.fast = True  # no memo: an object passed twice pickles as two equal copies would
     try:
-        _KeyPickler(buf, protocol=5).dump(specs)
+        pickler.dump(specs)
     except _Unkeyable:
         raise
     except Exception as err:  # an argument pickle cannot write (a lambda, a lock, ...)
