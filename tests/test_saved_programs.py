@@ -82,14 +82,21 @@ print(repr(np.asarray(h).tolist()), sum(1 for f in traced if "flat" in f or "bia
 """
 
 
-def test_a_second_process_runs_the_saved_program(tmp_path):
+def _twice(script: str, folder) -> list:
+    """``script`` run by two fresh processes one after the other, with ``folder`` as their
+    cache; both must succeed."""
     runs = [
-        subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True,
+        subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True,
                        text=True, timeout=300, env={**os.environ, "JAXMB_COMPILE_CACHE": "off"})
         for _ in range(2)
     ]  # fmt: skip
     for r in runs:
         assert r.returncode == 0, r.stderr
+    return runs
+
+
+def test_a_second_process_runs_the_saved_program(tmp_path):
+    runs = _twice(_SCRIPT, tmp_path)
     (h1, n1), (h2, n2) = (r.stdout.rsplit(" ", 1) for r in runs)
     assert int(n1) >= 1 and int(n2) == 0  # the first traced, the second read it back
     assert h1 == h2
@@ -196,12 +203,6 @@ def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
     """A program that shards its batch over two XLA devices (`jax.shard_map`, as the Monte
     Carlo chunks and the identification's segments do), called with host arguments and with
     arguments spread over the devices: saved, and read back by a second process."""
-    runs = [
-        subprocess.run([sys.executable, "-c", _SHARDED, str(tmp_path)], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "JAXMB_COMPILE_CACHE": "off"})
-        for _ in range(2)
-    ]  # fmt: skip
-    for r in runs:
-        assert r.returncode == 0, r.stderr
+    runs = _twice(_SHARDED, tmp_path)
     assert [int(r.stdout) for r in runs] == [2, 0]  # two layouts traced once, then none
     assert len(list((tmp_path / "programs").glob("*.export"))) == 2
