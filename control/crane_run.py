@@ -29,7 +29,6 @@ gradients.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,6 +40,7 @@ from jaxmb.models.crane import (
     crane_chain,
     lift_tilt_crane_plant,
 )
+from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
@@ -97,9 +97,10 @@ def crane_replay(
     return simulate(plant, table, None, q0, jnp.zeros(2), ts, progress=progress, **opts)
 
 
-@eqx.filter_jit
+@saved
 def _terms_along(controller: VDCController, t, q, qd, acts):
-    """`VDCController.terms` at every saved state (compiled once per controller layout)."""
+    """`VDCController.terms` at every saved state (compiled once per controller layout, and
+    kept for later runs: `jaxmb.saved_programs`)."""
     return jax.vmap(
         lambda t_, q_, qd_, a: controller.terms(t_, {"q": q_, "qd": qd_, "actuators": a})
     )(t, q, qd, acts)

@@ -48,7 +48,7 @@ import numpy as np
 
 from jaxmb.multibody.checks import failures_give_nan
 
-__all__ = ["saved", "program_folder", "MAX_BYTES"]
+__all__ = ["saved", "keyable", "program_folder", "MAX_BYTES"]
 
 _log = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ def _context() -> str:
     return "|".join(items)
 
 
-def _key(fun, args, kwargs) -> str:
-    """The key of ``fun(*args, **kwargs)``'s trace (module docstring); raises `_Unkeyable`."""
+def _pickled(args, kwargs) -> bytes:
+    """The arguments as the key holds them (module docstring); raises `_Unkeyable`."""
     specs = jax.tree.map(lambda x: _spec(x) if eqx.is_array(x) else x, (args, kwargs))
     buf = io.BytesIO()
     pickler = _KeyPickler(buf, protocol=5)
@@ -150,10 +150,26 @@ def _key(fun, args, kwargs) -> str:
         raise
     except Exception as err:  # an argument pickle cannot write (a lambda, a lock, ...)
         raise _Unkeyable(f"{type(err).__name__}: {err}") from None
+    return buf.getvalue()
+
+
+def keyable(*args, **kwargs) -> bool:
+    """Whether a call with these arguments has a key, so that a `saved` function can keep its
+    program (a closure, or code from outside jaxmb and its libraries, has none)."""
+    try:
+        _pickled(args, kwargs)
+    except _Unkeyable:
+        return False
+    return True
+
+
+def _key(fun, args, kwargs) -> str:
+    """The key of ``fun(*args, **kwargs)``'s trace (module docstring); raises `_Unkeyable`."""
+    pickled = _pickled(args, kwargs)
     h = hashlib.sha256(_code())
     h.update(f"{fun.__module__}:{fun.__qualname__}|{_context()}".encode())
     h.update(f"|{jax.default_backend()}|{jax.device_count()}|{jax.process_count()}|".encode())
-    h.update(buf.getvalue())
+    h.update(pickled)
     return h.hexdigest()[:40]
 
 

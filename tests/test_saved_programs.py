@@ -206,3 +206,40 @@ def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
     runs = _twice(_SHARDED, tmp_path)
     assert [int(r.stdout) for r in runs] == [2, 0]  # two layouts traced once, then none
     assert len(list((tmp_path / "programs").glob("*.export"))) == 2
+
+
+def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
+    """The progress bar's chunked solve (`simulate(..., progress=True)`, what the commands run
+    by default) of a hydraulic plant: its loop is a pytree (`integrate._ClosedLoop`), so the
+    chunk and the trajectory after it are saved programs. Read back as a new process would
+    (nothing in memory), they are not traced and give the same numbers bit for bit; and they
+    agree with the single solve to the solver's tolerance (the chunks restart its step
+    control)."""
+    import jaxmb
+    from jaxmb.models.crane import WAYPOINTS
+    from jaxmb.simulation import CommandTable, integrate, simulate
+
+    crane = jaxmb.models.lift_tilt_crane_plant()
+    table = CommandTable([0.0, 0.6], [[10.0, -3.0], [10.0, 3.0]], ("u_lift", "u_tilt"))
+    q0, ts = jnp.asarray(WAYPOINTS["A"]), jnp.linspace(0.0, 0.6, 31)
+
+    def run(progress):
+        return simulate(crane, table, None, q0, jnp.zeros(2), ts, rtol=1e-8, atol=1e-10,
+                        progress=progress, throw=False)  # fmt: skip
+
+    with failures_as_nan():
+        first, traced = _traces(run, True)
+        assert "flat" in traced  # traced for export
+        names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
+        assert names == [f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve")]
+        for program in (integrate._chunk_saved, integrate._call_saved):
+            program.loaded.clear()
+        again, traced = _traces(run, True)
+        assert not {"_chunk_solve", "_call", "flat"} & set(traced), traced
+        single = run(False)
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert bool(first.success) and bool(single.success)
+    np.testing.assert_allclose(first.q, single.q, atol=1e-7)
+    np.testing.assert_allclose(first.signal("p_a_lift"), single.signal("p_a_lift"), rtol=1e-6)
+    np.testing.assert_array_equal(first.u, single.u)  # the table at the save times

@@ -13,6 +13,7 @@ gains or models without recompiling per element.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -29,6 +30,7 @@ from jaxmb.constraints import projection
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array, check_finite, checked, runtime_check
 from jaxmb.multibody.model import Model
+from jaxmb.saved_programs import keyable, saved
 from jaxmb.simulation.command_table import CommandTable
 from jaxmb.simulation.controller import AbstractStatefulController
 from jaxmb.simulation.disturbances import Disturbance
@@ -327,7 +329,7 @@ def simulate(
     )
     if actuated or stateful:
         return _simulate_with_states(
-            plant, controller, desired_at, q0, qd0, ts, dist, solve,
+            plant, controller, reference, q0, qd0, ts, dist, solve,
             correction=correction, inertia=inertia, actuator_state0=actuator_state0,
         )  # fmt: skip
 
@@ -443,9 +445,13 @@ class _Solve(NamedTuple):
     @staticmethod
     def finish(trajectory, sol):
         """``trajectory(sol)``: traced with the solve, or compiled on its own after a chunked
-        solve (which runs eagerly), so that it is one program, not op by op."""
+        solve (which runs eagerly), so that it is one program, not op by op: a saved one
+        where ``trajectory`` is a key (`_ClosedLoop.trajectory`), else ``trajectory``
+        closure-converted."""
         if not isinstance(sol, _Chunks):
             return trajectory(sol)
+        if keyable(trajectory, sol):
+            return _call_saved(trajectory, sol)
         return call_compiled(eqx.filter_closure_convert(trajectory, sol), sol)
 
     def __call__(self, vector_field, y0, ts, saveat, solver=None):
@@ -499,19 +505,25 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
     k = -(-n_int // per)
     idx = np.minimum(np.arange(k)[:, None] * per + np.arange(per + 1)[None, :], n_int)
     opts = opts._replace(progress=False, throw=False)
-    # the closures' arrays (plant, controller, ...) become arguments of the compiled chunk,
-    # not constants in it: XLA's constant folding over a whole plant takes minutes, and the
-    # cached program then serves any parameters of the same shapes
-    t0 = jnp.asarray(t[0])
-    vector_field = eqx.filter_closure_convert(vector_field, t0, y0, None)
-    if save_fn is not None:
-        save_fn = eqx.filter_closure_convert(save_fn, t0, y0, None)
+    if keyable(opts, vector_field, save_fn, solver):
+        # a pytree (`_ClosedLoop`): its arrays are the program's arguments, and the program
+        # is saved for later processes (`jaxmb.saved_programs`)
+        run = _chunk_saved
+    else:
+        # the closures' arrays (plant, controller, ...) become arguments of the compiled
+        # chunk, not constants in it: XLA's constant folding over a whole plant takes
+        # minutes, and the cached program then serves any parameters of the same shapes
+        t0 = jnp.asarray(t[0])
+        vector_field = eqx.filter_closure_convert(vector_field, t0, y0, None)
+        if save_fn is not None:
+            save_fn = eqx.filter_closure_convert(save_fn, t0, y0, None)
+        run = _chunk
     bar = tqdm(total=float(t[-1] - t[0]), desc="simulate", unit="s", leave=False,
                bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")  # fmt: skip
     rows, steps, result, y = [], 0, diffrax.RESULTS.successful, y0
     try:
         for j in range(k):
-            ys, y_end, res, n = _chunk(opts, vector_field, save_fn, solver, y, ts[idx[j]])
+            ys, y_end, res, n = run(opts, vector_field, save_fn, solver, y, ts[idx[j]])
             rows.append(ys if j == 0 else jax.tree.map(lambda a: a[1:], ys))
             steps += int(n)
             bar.update(float(t[idx[j, -1]] - t[idx[j, 0]]))
@@ -529,14 +541,11 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
     return _Chunks(ts, ys, result, {"num_accepted_steps": jnp.asarray(steps)})
 
 
-@eqx.filter_jit
-def call_compiled(fn, *args):
-    """``fn(*args)`` compiled, ``fn`` a closure-converted function (its arrays arguments)."""
+def _call(fn, *args):
     return fn(*args)
 
 
-@eqx.filter_jit
-def _chunk(opts: _Solve, vector_field, save_fn, solver, y0, ts):
+def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts):
     """One chunk of `_solve_in_chunks`: the saves at ``ts``, the state at ``ts[-1]``, the
     result and the accepted steps."""
     save = diffrax.SubSaveAt(ts=ts, fn=save_fn)
@@ -557,91 +566,97 @@ def _chunk(opts: _Solve, vector_field, save_fn, solver, y0, ts):
     return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
 
 
-def _simulate_with_states(
-    plant, controller, desired_at, q0, qd0, ts, dist, solve: _Solve, *,
-    correction, inertia, actuator_state0,
-):  # fmt: skip
-    """`simulate` for a plant with actuator states and/or a controller with its own state.
+# ``fn(*args)`` compiled, ``fn`` a closure-converted function (its arrays arguments)
+call_compiled = eqx.filter_jit(_call)
+_chunk = eqx.filter_jit(_chunk_solve)
+# the same for a pytree's bound methods (`_ClosedLoop`), their programs kept across processes
+_call_saved = saved(_call)
+_chunk_saved = saved(_chunk_solve)
+
+
+class _ClosedLoop(eqx.Module):
+    """The closed loop `_simulate_with_states` integrates, as a pytree: plant, controller,
+    reference, disturbance and state scale are its fields, its vector field and its trajectory
+    bound methods. A chunked solve (`_solve_in_chunks`) then hands them to its compiled
+    programs as arguments, arrays traced, so that one program serves every loop of the same
+    shapes in a process and `jaxmb.saved_programs` can key it across processes (a closure is
+    no key).
 
     The ODE state is ``(plant state, controller state)``: the plant state is the
     `AbstractPlant`'s dict, or ``(q, qd)`` for a mechanical plant; the controller state is
-    an empty array for a memoryless controller (diffrax's stage buffers need array leaves)."""
-    actuated = isinstance(plant, AbstractPlant)
-    constrained = isinstance(plant, ConstrainedSystem)
-    stateful = isinstance(controller, AbstractStatefulController)
-    n = plant.n
+    an empty array for a memoryless controller (diffrax's stage buffers need array leaves).
+    The plant state is integrated in scaled units (pressures in bar, ...): one pair of
+    tolerances then fits every entry."""
 
-    def as_dict(yp):
-        return yp if actuated else {"q": yp[0], "qd": yp[1]}
+    plant: object
+    controller: object
+    reference: object  # None: an open-loop replay (``desired`` three empty arrays)
+    dist: Disturbance
+    scale: object  # of the plant state, as `AbstractPlant.state_scale` gives it
+    yp0: object  # the plant state at ts[0], where a failed solve's rows are evaluated
+    c0: Array
+    corrector: ProjectedSolver | None  # a `ConstrainedSystem`'s drift correction at the saves
+    inertia: str = eqx.field(static=True)
+    shared: bool = eqx.field(static=True)  # the plant's field under `plant_field`
 
-    def command_at(t, yp, c):
-        desired = desired_at(t)
-        if stateful:
-            u, dc = controller(t, as_dict(yp), desired, c)
-        elif actuated:
-            u, dc = controller(t, yp, desired), c
+    @property
+    def actuated(self) -> bool:
+        return isinstance(self.plant, AbstractPlant)
+
+    @property
+    def stateful(self) -> bool:
+        return isinstance(self.controller, AbstractStatefulController)
+
+    def as_dict(self, yp):
+        return yp if self.actuated else {"q": yp[0], "qd": yp[1]}
+
+    def desired_at(self, t):
+        if self.reference is None:
+            z = jnp.zeros((0,), dtype=float)
+            return z, z, z
+        return desired_state(self.reference, t)
+
+    def command_at(self, t, yp, c):
+        desired = self.desired_at(t)
+        if self.stateful:
+            u, dc = self.controller(t, self.as_dict(yp), desired, c)
+        elif self.actuated:
+            u, dc = self.controller(t, yp, desired), c
         else:
-            u, dc = controller(t, yp[0], yp[1], desired), c
+            u, dc = self.controller(t, yp[0], yp[1], desired), c
         return jnp.asarray(u), dc, desired
 
-    if actuated:
-        yp0 = plant.initial_state(q0, qd0, actuator_state0)
-    else:
-        yp0 = (q0, qd0)
-    c0 = controller.init(ts[0], as_dict(yp0), desired_at(ts[0])) if stateful else jnp.zeros(0)
-    # integrate the plant state in scaled units (pressures in bar, ...): one pair of
-    # tolerances then fits every entry
-    scale = plant.state_scale(yp0) if actuated else jax.tree.map(jnp.ones_like, yp0)
-    scale = jax.lax.stop_gradient(scale)
-    u0 = _controller_output(lambda: command_at(ts[0], yp0, c0)[0], desired_at, ts[0])
-    m = len(plant.command_names) if actuated else n
-    if u0.shape != (m,):
-        what = (
-            f"commands {plant.command_names}" if actuated else f"Q_a for {plant.coordinate_names}"
-        )
-        raise ValueError(
-            f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
-        )
-
-    # forward-mode sensitivities that share one state Jacobian among their columns, where the
-    # adjoint asks for them (`jaxmb.simulation.sensitivities`); otherwise the plant as is
-    if actuated:
-        shared = isinstance(solve.adjoint, SharedJacobianForwardMode)
-        field = plant_field if shared else type(plant).vector_field
-
-    def vector_field(t, y, args):
+    def vector_field(self, t, y, args):
         del args
+        plant, n = self.plant, self.plant.n
         yp, c = y
-        yp = jax.tree.map(jnp.multiply, yp, scale)
-        u, dc, _ = command_at(t, yp, c)
-        forces = dist.forces_at(t, n)
-        wrenches = dist.wrenches_at(t)
-        if actuated:
+        yp = jax.tree.map(jnp.multiply, yp, self.scale)
+        u, dc, _ = self.command_at(t, yp, c)
+        forces = self.dist.forces_at(t, n)
+        wrenches = self.dist.wrenches_at(t)
+        if self.actuated:
+            field = plant_field if self.shared else type(plant).vector_field
             dyp = field(plant, t, yp, u, wrenches, forces)
         else:
             q, qd = yp
             tau = u + forces
-            if constrained:
-                qdd = projection.forward_dynamics(plant, q, qd, tau, wrenches, inertia=inertia)
+            if isinstance(plant, ConstrainedSystem):
+                qdd = projection.forward_dynamics(plant, q, qd, tau, wrenches, inertia=self.inertia)
             else:
                 qdd = forward_dynamics(plant, q, qd, tau, wrenches)
             dyp = (qd, qdd)
-        return jax.tree.map(jnp.divide, dyp, scale), dc
+        return jax.tree.map(jnp.divide, dyp, self.scale), dc
 
-    saveat, solver = diffrax.SaveAt(ts=ts), None
-    if constrained and correction is not None:
-        solver = ProjectedSolver(solve.solver, plant, correction)
+    def corrected(self, t, y, args):
+        """The saved state on the constraint manifold (a mechanical plant: scale 1)."""
+        (q, qd), c = y
+        return self.corrector.correct((q, qd))[:2], c
 
-        def corrected(t, y, args):
-            (q, qd), c = y  # a mechanical plant: scale 1
-            return solver.correct((q, qd))[:2], c
-
-        saveat = diffrax.SaveAt(ts=ts, fn=corrected)
-
-    def trajectory(sol):
+    def trajectory(self, sol) -> Trajectory:
+        plant, stateful = self.plant, self.stateful
         yp, c = sol.ys
-        yp = jax.tree.map(lambda x, sc: x * sc[None], yp, scale)  # saved rows: leading T axis
-        yd = as_dict(yp)
+        yp = jax.tree.map(lambda x, sc: x * sc[None], yp, self.scale)  # saved rows: T first
+        yd = self.as_dict(yp)
         # rows after a failed solve (throw=False) hold inf: NaN their outputs (success is False)
         finite = jax.tree.map(
             lambda x: jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1), (yp, c)
@@ -651,12 +666,13 @@ def _simulate_with_states(
         def safe(x, x0):
             return jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, x0)
 
-        yp_eval = jax.tree.map(safe, yp, jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), yp0))
-        c_eval = jax.tree.map(safe, c, c0) if stateful else c
-        u, _, (q_d, qd_d, _) = jax.vmap(command_at)(sol.ts, yp_eval, c_eval)
+        yp0 = jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), self.yp0)
+        yp_eval = jax.tree.map(safe, yp, yp0)
+        c_eval = jax.tree.map(safe, c, self.c0) if stateful else c
+        u, _, (q_d, qd_d, _) = jax.vmap(self.command_at)(sol.ts, yp_eval, c_eval)
         u = jnp.where(ok[:, None], u, jnp.nan)
         signals = events = None
-        if actuated:
+        if self.actuated:
             signals = jax.vmap(plant.signals)(yp_eval, u)
             signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
             if isinstance(plant, HydraulicPlant):
@@ -671,11 +687,49 @@ def _simulate_with_states(
             success=sol.result == diffrax.RESULTS.successful,
             num_steps=sol.stats["num_accepted_steps"],
             coordinate_names=plant.coordinate_names,
-            command_names=plant.command_names if actuated else (),
+            command_names=plant.command_names if self.actuated else (),
             signals=signals,
             events=events,
             controller_state=c if stateful else None,
         )
 
-    y0 = (jax.tree.map(jnp.divide, yp0, scale), c0)
-    return solve.finish(trajectory, solve(vector_field, y0, ts, saveat, solver))
+
+def _simulate_with_states(
+    plant, controller, reference, q0, qd0, ts, dist, solve: _Solve, *,
+    correction, inertia, actuator_state0,
+):  # fmt: skip
+    """`simulate` for a plant with actuator states and/or a controller with its own state
+    (`_ClosedLoop`)."""
+    actuated = isinstance(plant, AbstractPlant)
+    constrained = isinstance(plant, ConstrainedSystem)
+    stateful = isinstance(controller, AbstractStatefulController)
+    yp0 = plant.initial_state(q0, qd0, actuator_state0) if actuated else (q0, qd0)
+    scale = plant.state_scale(yp0) if actuated else jax.tree.map(jnp.ones_like, yp0)
+    loop = _ClosedLoop(
+        plant, controller, reference, dist, jax.lax.stop_gradient(scale), yp0, jnp.zeros(0),
+        None, inertia,
+        # forward-mode sensitivities that share one state Jacobian among their columns,
+        # where the adjoint asks for them (`jaxmb.simulation.sensitivities`)
+        actuated and isinstance(solve.adjoint, SharedJacobianForwardMode),
+    )  # fmt: skip
+    if stateful:
+        c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
+        loop = dataclasses.replace(loop, c0=c0)
+    u0 = _controller_output(lambda: loop.command_at(ts[0], yp0, loop.c0)[0], loop.desired_at, ts[0])
+    m = len(plant.command_names) if actuated else plant.n
+    if u0.shape != (m,):
+        what = (
+            f"commands {plant.command_names}" if actuated else f"Q_a for {plant.coordinate_names}"
+        )
+        raise ValueError(
+            f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
+        )
+
+    saveat, solver = diffrax.SaveAt(ts=ts), None
+    if constrained and correction is not None:
+        solver = ProjectedSolver(solve.solver, plant, correction)
+        loop = dataclasses.replace(loop, corrector=solver)
+        saveat = diffrax.SaveAt(ts=ts, fn=loop.corrected)
+
+    y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)
+    return solve.finish(loop.trajectory, solve(loop.vector_field, y0, ts, saveat, solver))
