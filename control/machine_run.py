@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from jaxmb.compile_cache import strong_types
@@ -136,7 +135,7 @@ def run_machine(
     )  # fmt: skip
 
 
-@eqx.filter_jit
+@saved
 def table_replay(plant, table: CommandTable, q0, ts, progress: bool = False) -> Trajectory:
     """``table``'s commands replayed open loop on ``plant`` from rest at ``q0`` with the
     pressures that hold it there, saving at ``ts`` (compiled once for every plant, table and

@@ -53,6 +53,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmb.compile_cache import strong_types
 from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.saved_programs import saved
 
 __all__ = [
     "chunk_runner",
@@ -123,7 +124,7 @@ def _replicate(a, mesh):
     return jax.make_array_from_callback(a.shape, NamedSharding(mesh, P()), lambda idx: a[idx])
 
 
-@eqx.filter_jit
+@saved
 def _chunk_program(study_controller, values, mesh, lanes):
     """The samples ``values`` (B, P), sharded over ``mesh``, each device's slice ``lanes`` at
     a time (`chunk_runner`), for ``study_controller = (study, controller)``: their arrays are

@@ -38,6 +38,7 @@ from jaxmb.models.planar_rpr import (
     end_effector,
     rpr3,
 )
+from jaxmb.saved_programs import saved
 from jaxmb.simulation.sampled import Impact, simulate_sampled
 
 __all__ = [
@@ -122,7 +123,7 @@ def reference(t):
 
 
 # one compiled analysis for every run of the same length (the CLI and the tests share it)
-analyse = eqx.filter_jit(stability_analysis)
+analyse = saved(stability_analysis)
 
 
 def _task_rates(system, q, qd):
@@ -130,7 +131,7 @@ def _task_rates(system, q, qd):
     return jax.jvp(lambda e: end_effector(system, e), (q,), (qd,))
 
 
-@eqx.filter_jit
+@saved
 def _run(plant, controller, q0, t_final, impact, progress):
     return simulate_sampled(plant, controller, None, q0, jnp.zeros(plant.n), h=SECTION_6["h"],
                             t_final=t_final, impact=impact, progress=progress)  # fmt: skip

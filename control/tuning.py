@@ -47,6 +47,7 @@ from jaxmb.control.montecarlo import values_hash
 from jaxmb.control.robust import RobustController
 from jaxmb.control.studies import ArmStudy
 from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.saved_programs import saved
 
 __all__ = [
     "tuning_provenance",
@@ -464,7 +465,7 @@ def _loss_and_gradient(study, base, values, weights, rtol, atol):
     return fn, g0
 
 
-@eqx.filter_jit
+@saved
 def _value_and_grad(theta, g0, study, base, values, numbers, cvar, options):
     """``((J, aux), dJ/dtheta)`` of `tuning_loss`: every argument but ``cvar`` and the solver
     options is traced (the weights' numbers included), so nothing is a constant of the

@@ -44,6 +44,7 @@ from jax.flatten_util import ravel_pytree
 from jaxmb.control.studies import MachineStudy, SolverOptions
 from jaxmb.control.tuning import Tuner, gains_of, tracking_term
 from jaxmb.control.vdc_control import VDCController
+from jaxmb.saved_programs import saved
 from jaxmb.simulation import simulate
 
 __all__ = [
@@ -156,11 +157,11 @@ def vdc_tuning_loss(theta, g0, study, base, values, weights: VdcTuningWeights, o
     return loss_of_terms(terms, weights)
 
 
-@eqx.filter_jit
+@saved
 def _terms_and_jacobian(theta, g0, study, base, value, options):
     """One sample's terms and their Jacobian with respect to the flattened ``theta``, by one
     forward-mode pass through its solve (compiled once per study layout: every argument but
-    the options is traced)."""
+    the options is traced; kept for later runs, `jaxmb.saved_programs`)."""
     flat, unravel = ravel_pytree(theta)
 
     def f(x):
@@ -171,7 +172,7 @@ def _terms_and_jacobian(theta, g0, study, base, value, options):
     return jax.jacfwd(f, has_aux=True)(flat)[::-1]
 
 
-@eqx.filter_jit
+@saved
 def _chain(terms, jacobians, weights):
     """``((J, aux), dJ/dtheta)`` from the stacked terms and their Jacobians (chain rule through
     `loss_of_terms`)."""

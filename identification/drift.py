@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,11 +30,12 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
+from jaxmb.saved_programs import saved
 
 __all__ = ["replay_sensitivity", "replay_std", "expected_rmse"]
 
 
-@eqx.filter_jit
+@saved
 def replay_sensitivity(
     theta: Float[Array, " P"],
     plant: HydraulicPlant,

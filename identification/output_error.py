@@ -86,6 +86,7 @@ from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.compile_cache import strong_types
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
+from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, simulate
 from jaxmb.simulation.sensitivities import SharedJacobianForwardMode
 
@@ -491,7 +492,7 @@ def residuals_and_jacobian(
     return tuple(jnp.concatenate([p[i] for p in parts])[:rows] for i in range(2))
 
 
-@eqx.filter_jit
+@saved
 def _residuals_and_jacobian(theta, plant, spec, segments, dt, active):
     def local(th, p, seg):
         def f(t):
@@ -912,7 +913,7 @@ def free_run_segment(
     )  # fmt: skip
 
 
-@eqx.filter_jit
+@saved
 def simulate_segments_compiled(plant: HydraulicPlant, segments: Segments, dt: float):
     """`simulate_segments`, one compiled program per plant structure and segment shapes
     (`predict`, the long refit's held-out scores)."""

@@ -48,6 +48,7 @@ from jaxmb.identification import output_error as oe
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.identification.start_states import unknowns_scale
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
+from jaxmb.saved_programs import saved
 
 __all__ = ["PIECE_TIME", "linearized", "condensed", "fit_chains"]
 
@@ -88,7 +89,7 @@ def _start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
     return x / np.asarray(unknowns_scale(pieces, n))[None, :]
 
 
-@eqx.filter_jit
+@saved
 def _linearized(theta, plant, spec, pieces, dt):
     n = plant.model.n
 

@@ -45,6 +45,7 @@ from jaxmb.identification.output_error import (
     with_scales,
 )
 from jaxmb.multibody.checks import check_number, check_type
+from jaxmb.saved_programs import saved
 
 __all__ = ["head_segments", "estimate_start_states", "start_state_residuals"]
 
@@ -153,7 +154,7 @@ def _estimate(theta, plant: HydraulicPlant, segments: Segments, dt: float):
     )
 
 
-@eqx.filter_jit
+@saved
 def _estimate_jit(plant, heads, dt):
     return per_device(lambda th, p, s: _estimate(th, p, s, dt), jnp.zeros(1), plant, heads)
 

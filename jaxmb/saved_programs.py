@@ -193,7 +193,11 @@ def _callable(exported):
     call = jax.jit(exported.call)
     n = exported.nr_devices
     if n == 1:
-        return call
+        # every argument committed to one device: JAX compiles such a call anew for each mix
+        # of committed and uncommitted arguments (a Python float's array, a result of an
+        # earlier computation), where `jax.jit` of the traced function would not
+        one = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        return lambda *xs: call(*jax.device_put(xs, one))
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     whole = NamedSharding(Mesh(np.asarray(jax.local_devices()[:n]), ("devices",)), PartitionSpec())

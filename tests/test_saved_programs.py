@@ -210,8 +210,8 @@ def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
 
 def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
     """The progress bar's chunked solve (`simulate(..., progress=True)`, what the commands run
-    by default) of a hydraulic plant: its loop is a pytree (`integrate._ClosedLoop`), so the
-    chunk and the trajectory after it are saved programs. Read back as a new process would
+    by default) of a hydraulic plant: its loop is a pytree (`integrate._ClosedLoop`), so its
+    start state, its chunk and the trajectory after it are saved programs. Read back as a new process would
     (nothing in memory), they are not traced and give the same numbers bit for bit; and they
     agree with the single solve to the solver's tolerance (the chunks restart its step
     control)."""
@@ -231,11 +231,13 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
         first, traced = _traces(run, True)
         assert "flat" in traced  # traced for export
         names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
-        assert names == [f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve")]
-        for program in (integrate._chunk_saved, integrate._call_saved):
+        assert names == [
+            f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve", "_start")
+        ]
+        for program in (integrate._chunk_saved, integrate._call_saved, integrate._start_saved):
             program.loaded.clear()
         again, traced = _traces(run, True)
-        assert not {"_chunk_solve", "_call", "flat"} & set(traced), traced
+        assert not {"_chunk_solve", "_call", "_start", "flat"} & set(traced), traced
         single = run(False)
     for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -243,3 +245,29 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
     np.testing.assert_allclose(first.q, single.q, atol=1e-7)
     np.testing.assert_allclose(first.signal("p_a_lift"), single.signal("p_a_lift"), rtol=1e-6)
     np.testing.assert_array_equal(first.u, single.u)  # the table at the save times
+
+
+def test_committed_and_uncommitted_arguments_share_one_compile(folder, arm):
+    """A saved program is compiled once for arguments fresh from Python and for results of
+    earlier computations (committed to a device): an Adam step's gains are the latter, the
+    first step's the former (`jax.jit` of an exported call alone compiled it twice, 50 s
+    each for the crane tuning's gradient)."""
+    compiled = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name"))
+
+    q = jnp.array([0.1, 0.35, 0.12])
+    f = saved(bias_forces)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        with failures_as_nan():
+            fresh = f(arm, q, q)
+            committed = jax.device_put(q, jax.devices()[0])
+            assert committed.committed and not q.committed
+            again = f(arm, committed, jnp.sin(committed) * 0 + q)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiled.count("jit(call)") == 1, compiled
+    np.testing.assert_array_equal(fresh, again)

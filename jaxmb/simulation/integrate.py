@@ -566,12 +566,21 @@ def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts):
     return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
 
 
+def _start(plant: AbstractPlant, q0, qd0, actuator_state0):
+    """A plant's state at ``ts[0]`` and its scale: one program, not a few hundred operations
+    compiled one by one (the hydraulic plants' holding pressures take a least-squares solve
+    over the cylinder kinematics' Jacobian, `HydraulicPlant.static_pressures`)."""
+    yp0 = plant.initial_state(q0, qd0, actuator_state0)
+    return yp0, plant.state_scale(yp0)
+
+
 # ``fn(*args)`` compiled, ``fn`` a closure-converted function (its arrays arguments)
 call_compiled = eqx.filter_jit(_call)
 _chunk = eqx.filter_jit(_chunk_solve)
 # the same for a pytree's bound methods (`_ClosedLoop`), their programs kept across processes
 _call_saved = saved(_call)
 _chunk_saved = saved(_chunk_solve)
+_start_saved = saved(_start)
 
 
 class _ClosedLoop(eqx.Module):
@@ -703,8 +712,11 @@ def _simulate_with_states(
     actuated = isinstance(plant, AbstractPlant)
     constrained = isinstance(plant, ConstrainedSystem)
     stateful = isinstance(controller, AbstractStatefulController)
-    yp0 = plant.initial_state(q0, qd0, actuator_state0) if actuated else (q0, qd0)
-    scale = plant.state_scale(yp0) if actuated else jax.tree.map(jnp.ones_like, yp0)
+    if actuated:
+        yp0, scale = _start_saved(plant, q0, qd0, actuator_state0)
+    else:
+        yp0 = (q0, qd0)
+        scale = jax.tree.map(jnp.ones_like, yp0)
     loop = _ClosedLoop(
         plant, controller, reference, dist, jax.lax.stop_gradient(scale), yp0, jnp.zeros(0),
         None, inertia,
