@@ -211,10 +211,10 @@ def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
 def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
     """The progress bar's chunked solve (`simulate(..., progress=True)`, what the commands run
     by default) of a hydraulic plant: its loop is a pytree (`integrate._ClosedLoop`), so its
-    start state, its chunk and the trajectory after it are saved programs. Read back as a new process would
-    (nothing in memory), they are not traced and give the same numbers bit for bit; and they
-    agree with the single solve to the solver's tolerance (the chunks restart its step
-    control)."""
+    start state, its chunk and the trajectory after it are saved programs. Read back as a new
+    process would (nothing in memory), they are not traced and give the same numbers bit for
+    bit; and they agree with the single solve to the solver's tolerance (the chunks restart
+    its step control)."""
     import jaxmb
     from jaxmb.models.crane import WAYPOINTS
     from jaxmb.simulation import CommandTable, integrate, simulate
