@@ -48,7 +48,7 @@ import numpy as np
 
 from jaxmb.multibody.checks import failures_give_nan
 
-__all__ = ["saved", "keyable", "program_folder", "MAX_BYTES"]
+__all__ = ["saved", "saved_shape", "keyable", "program_folder", "MAX_BYTES"]
 
 _log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def _write(path: Path, data: bytes | bytearray) -> None:
 def _bound(folder: Path) -> None:
     """Keep the folder within `MAX_BYTES`, the least recently used programs going first."""
     files = []
-    for f in folder.glob("*.export"):
+    for f in [*folder.glob("*.export"), *folder.glob("*.shape")]:
         try:
             st = f.stat()
         except OSError:
@@ -318,6 +318,34 @@ class _Saved:
         except OSError:
             pass  # not saved (a full disk, a folder gone): this process still runs it
         return _callable(exported), skeleton[0]
+
+
+def saved_shape(fun, *args, **kwargs):
+    """``equinox.filter_eval_shape(fun, *args, **kwargs)``, kept on disk beside the saved
+    programs under the same key, so that a later process checks the shapes of a call without
+    tracing it (``fun`` a module-level function of jaxmb); computed as usual wherever `saved`
+    would trace."""
+    folder = program_folder()
+    if folder is None or not failures_give_nan():
+        return eqx.filter_eval_shape(fun, *args, **kwargs)
+    try:
+        key = _key(fun, args, kwargs)
+    except _Unkeyable:
+        return eqx.filter_eval_shape(fun, *args, **kwargs)
+    path = folder / f"{fun.__module__}.{fun.__qualname__}-{key}.shape"
+    try:
+        out = pickle.loads(path.read_bytes())
+        os.utime(path)  # recently used (`_bound`)
+        return out
+    except Exception:  # none yet, or unreadable: evaluated anew and written again
+        pass
+    out = eqx.filter_eval_shape(fun, *args, **kwargs)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _write(path, pickle.dumps(out, protocol=5))
+    except Exception:  # an output pickle cannot write, a full disk: not kept
+        pass
+    return out
 
 
 def saved(fun):

@@ -30,7 +30,7 @@ from jaxmb.constraints import projection
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array, check_finite, checked, runtime_check
 from jaxmb.multibody.model import Model
-from jaxmb.saved_programs import keyable, saved
+from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.command_table import CommandTable
 from jaxmb.simulation.controller import AbstractStatefulController
 from jaxmb.simulation.disturbances import Disturbance
@@ -338,7 +338,9 @@ def simulate(
         Q_a = controller(t, q, qd, desired)
         return Q_a, desired
 
-    out = _controller_output(lambda: loads(ts[0], q0, qd0)[0], desired_at, ts[0])
+    out = _controller_output(
+        lambda: jax.eval_shape(lambda: loads(ts[0], q0, qd0)[0]), desired_at, ts[0]
+    )
     if getattr(out, "shape", None) != (n,):
         raise ValueError(
             f"simulate: the controller returns {_shape_of(out)}, expected shape ({n},) "
@@ -403,11 +405,12 @@ def _checked_times(ts):
     return ts
 
 
-def _controller_output(evaluate, desired_at, t0):
-    """The shape of the controller's output at t0, or a clear error when the controller cannot
-    be evaluated on the reference's output (the usual cause: they disagree in size)."""
+def _controller_output(shape_of_output, desired_at, t0):
+    """``shape_of_output()``, the shape of the controller's output at t0, or a clear error when
+    the controller cannot be evaluated on the reference's output (the usual cause: they
+    disagree in size)."""
     try:
-        return jax.eval_shape(evaluate)
+        return shape_of_output()
     except (TypeError, ValueError, IndexError) as err:
         q_d = jax.eval_shape(desired_at, t0)[0]
         raise ValueError(
@@ -564,6 +567,12 @@ def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts):
     )
     ys, y_end = sol.ys
     return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
+
+
+def _command_shape(loop: _ClosedLoop, t0, yp0, c0):
+    """The controller's command at ``t0``, for its shape (`saved_shape`: a second run of the
+    same loop checks it without tracing the controller, 1.5 s for the crane's VDC)."""
+    return loop.command_at(t0, yp0, c0)[0]
 
 
 def _start(plant: AbstractPlant, q0, qd0, actuator_state0):
@@ -727,7 +736,9 @@ def _simulate_with_states(
     if stateful:
         c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
         loop = dataclasses.replace(loop, c0=c0)
-    u0 = _controller_output(lambda: loop.command_at(ts[0], yp0, loop.c0)[0], loop.desired_at, ts[0])
+    u0 = _controller_output(
+        lambda: saved_shape(_command_shape, loop, ts[0], yp0, loop.c0), loop.desired_at, ts[0]
+    )
     m = len(plant.command_names) if actuated else plant.n
     if u0.shape != (m,):
         what = (
