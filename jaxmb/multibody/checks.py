@@ -296,10 +296,27 @@ def checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
         x = jnp.asarray(x, dtype=x.dtype)  # drop weak typing: leaves have a definite dtype
-        failed = bool(np.any(np.asarray(bad(x))))
+        failed = bool(np.any(np.asarray(_compiled(bad)(x))))
     if failed:
         raise ValueError(f"{msg}; got {np.asarray(x).tolist()}")
     return x
+
+
+def _compiled(bad):
+    """``bad`` as one compiled program where it is a plain function (no closure, no defaults:
+    the same code always computes the same thing), shared by every check whose predicate has
+    its code; else ``bad`` itself, op by op. Checked eagerly, a predicate is a dozen
+    operations, each compiled on its own the first time it meets a shape (20-40 ms apiece)."""
+    code = getattr(bad, "__code__", None)
+    if code is None or bad.__closure__ or bad.__defaults__ or bad.__kwdefaults__:
+        return bad
+    key = (code, bad.__module__)
+    if key not in _PREDICATES:
+        _PREDICATES[key] = jax.jit(bad)
+    return _PREDICATES[key]
+
+
+_PREDICATES: dict = {}  # a predicate's code -> its compiled program (`_compiled`)
 
 
 def not_finite(x):
