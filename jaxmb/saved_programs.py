@@ -24,8 +24,10 @@ A function or class from outside those packages and the standard library anywher
 arguments (a user's controller, a reference written in a script) is code no key covers: such
 a call is traced as usual (`equinox.filter_jit`), and so is a call under a transformation (its
 arguments tracers), with the cache off, or outside `failures_as_nan` (a raising check is a host
-callback, which neither JAX's cache nor an exported program keeps). Any saved program that cannot be read is traced
-anew and written again.
+callback, which neither JAX's cache nor an exported program keeps); `keyable` tells a caller
+beforehand (`jaxmb.simulation.integrate` closure-converts what has no key). Any saved program
+that cannot be read is traced anew and written again. `saved_shape` keeps a call's output
+shapes the same way, for checks that would otherwise trace it.
 """
 
 from __future__ import annotations

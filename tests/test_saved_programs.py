@@ -227,7 +227,10 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
         return simulate(crane, table, None, q0, jnp.zeros(2), ts, rtol=1e-8, atol=1e-10,
                         progress=progress, throw=False)  # fmt: skip
 
+    programs = (integrate._chunk_saved, integrate._call_saved, integrate._start_saved)
     with failures_as_nan():
+        for program in programs:  # nothing in memory from earlier tests of this process
+            program.loaded.clear()
         first, traced = _traces(run, True)
         assert "flat" in traced  # traced for export
         names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
@@ -237,7 +240,7 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
         # and the controller's output shape, checked before the solve (`saved_shape`)
         (shape,) = folder.glob("*.shape")
         assert shape.name.startswith("jaxmb.simulation.integrate._command_shape-")
-        for program in (integrate._chunk_saved, integrate._call_saved, integrate._start_saved):
+        for program in programs:
             program.loaded.clear()
         again, traced = _traces(run, True)
         # only the saved programs' calls; not even the controller, for its output's shape
