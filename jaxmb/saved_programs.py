@@ -307,6 +307,11 @@ class _Saved:
             # runs as usual; and an error of the trace itself comes again from there
             _log.info("%s: not exported: %s", self.fun.__qualname__, str(why).splitlines()[0])
             return None
+        # the program as a later process reads it: serializing drops weak types (a weakly
+        # typed output comes back strong), and an output that feeds the next call's key (a
+        # chunk's carry) must be the same in the process that exports and in those that read
+        blob = exported.serialize()
+        exported = jax.export.deserialize(blob)
         try:
             outputs_blob = pickle.dumps(skeleton[0], protocol=5)
         except Exception:  # an output pickle cannot write: this process runs it, unsaved
@@ -315,7 +320,7 @@ class _Saved:
             folder.mkdir(parents=True, exist_ok=True)
             program, outputs = self._paths(folder, key)
             _write(outputs, outputs_blob)
-            _write(program, exported.serialize())
+            _write(program, blob)
             _bound(folder)
         except OSError:
             pass  # not saved (a full disk, a folder gone): this process still runs it

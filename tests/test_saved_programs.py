@@ -278,3 +278,49 @@ def test_committed_and_uncommitted_arguments_share_one_compile(folder, arm):
         jax.monitoring.unregister_event_duration_listener(listen)
     assert compiled.count("jit(call)") == 1, compiled
     np.testing.assert_array_equal(fresh, again)
+
+
+def test_a_sampled_loop_with_its_bar_is_saved_and_read_back(folder):
+    """`simulate_sampled`'s loop is a pytree too (`sampled._SampledLoop`): with the bar (what
+    `jaxmb simulate --machine rpr3-flexible` runs) its chunks of one compiled scan, the
+    trajectory after them and the start state are saved programs, and the command's shape a
+    saved shape. Read back as a new process would, nothing but their calls is traced, the
+    numbers are the same bit for bit, and the chunks are the single scan's intervals."""
+    import jaxmb
+    from jaxmb.models.crane import WAYPOINTS
+    from jaxmb.simulation import CommandTable, integrate, sampled
+
+    crane = jaxmb.models.lift_tilt_crane_plant()
+    table = CommandTable([0.0, 0.6], [[10.0, -3.0], [10.0, 3.0]], ("u_lift", "u_tilt"))
+    q0 = jnp.asarray(WAYPOINTS["A"])
+
+    def run(progress):
+        return sampled.simulate_sampled(crane, table, None, q0, jnp.zeros(2), h=0.02,
+                                        t_final=0.6, rtol=1e-8, atol=1e-10,
+                                        progress=progress)  # fmt: skip
+
+    programs = (sampled._scan_saved, sampled._finish_saved, integrate._start_saved)
+    with failures_as_nan():
+        for program in programs:  # nothing in memory from earlier tests of this process
+            program.loaded.clear()
+        first, traced = _traces(run, True)
+        assert "flat" in traced  # traced for export
+        names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
+        assert names == [
+            "jaxmb.simulation.integrate._start",
+            "jaxmb.simulation.sampled._finish",
+            "jaxmb.simulation.sampled._scan_solve",
+        ]
+        (shape,) = folder.glob("*.shape")
+        assert shape.name.startswith("jaxmb.simulation.sampled._command_shape-")
+        for program in programs:
+            program.loaded.clear()
+        again, traced = _traces(run, True)
+        assert set(traced) == {"call"}, traced
+        single = jax.jit(lambda: run(False))()
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert bool(first.success) and int(first.num_steps) == int(single.num_steps)
+    for a, b in zip(jax.tree.leaves(first.y), jax.tree.leaves(single.y), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(first.u, single.u)

@@ -19,6 +19,7 @@ particle leaves and is not followed further.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import diffrax
@@ -36,7 +37,9 @@ from jaxmb.constraints.impact import Contact, Particle, gap, impact_jump
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
-from jaxmb.simulation.integrate import call_compiled
+from jaxmb.compile_cache import strong_types
+from jaxmb.saved_programs import keyable, saved, saved_shape
+from jaxmb.simulation.integrate import _start_saved, call_compiled
 from jaxmb.simulation.references import desired_state
 
 __all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
@@ -155,8 +158,6 @@ def simulate_sampled(
         raise TypeError(
             f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
         )
-    system = _system(plant)
-    constrained = isinstance(system, ConstrainedSystem)
     n = plant.n
     q0, qd0 = (
         jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
@@ -166,73 +167,23 @@ def simulate_sampled(
         if x.shape != (n,):
             raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
     if actuated:
-        y0 = plant.initial_state(q0, qd0, actuator_state0)
-        scale = jax.lax.stop_gradient(plant.state_scale(y0))
+        y0, scale = _start_saved(plant, q0, qd0, actuator_state0)
+        scale = jax.lax.stop_gradient(scale)
     else:
         y0 = {"q": q0, "qd": qd0, "actuators": {}}
         scale = jax.tree.map(jnp.ones_like, y0)
-    solver = diffrax.Tsit5() if solver is None else solver
     ts = jnp.arange(steps + 1, dtype=float) * h
-
-    if reference is None:
-
-        def desired_at(t):
-            z = jnp.zeros((0,))
-            return z, z, z
-
-    else:
-
-        def desired_at(t):
-            return desired_state(reference, t)
-
-    def command(t, y):
-        desired = desired_at(t)
-        if actuated:
-            u = controller(t, y, desired)
-        else:
-            u = controller(t, y["q"], y["qd"], desired)
-        return jnp.asarray(u, dtype=float), desired
-
-    def field(t, ys, u):
-        y = jax.tree.map(jnp.multiply, ys, scale)
-        if actuated:
-            dy = plant.vector_field(t, y, u)
-        elif constrained:
-            dy = {"q": y["qd"], "qd": projection.forward_dynamics(plant, y["q"], y["qd"], u),
-                  "actuators": {}}  # fmt: skip
-        else:
-            dy = {"q": y["qd"], "qd": forward_dynamics(plant, y["q"], y["qd"], u), "actuators": {}}
-        return jax.tree.map(jnp.divide, dy, scale)
-
-    def solve(t0, t1, y, u, event=None):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver,
-            t0=t0,
-            t1=t1,
-            dt0=None,
-            y0=jax.tree.map(jnp.divide, y, scale),
-            args=u,
-            saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps,
-            event=event,
-            throw=False,
+    zero_jump = None
+    if impact is not None:
+        zero_jump = jax.tree.map(
+            jnp.zeros_like, saved_shape(_zero_jump, _system(plant), q0, qd0, impact)
         )
-        y1 = jax.tree.map(lambda x, s: x[-1] * s, sol.ys, scale)
-        # a solve that stops at the impact has ended as it should
-        ok = (sol.result == diffrax.RESULTS.successful) | (
-            sol.result == diffrax.RESULTS.event_occurred
-        )
-        return sol.ts[-1], y1, sol.stats["num_accepted_steps"], ok, sol.event_mask
+    loop = _SampledLoop(
+        plant, controller, reference, scale, diffrax.Tsit5() if solver is None else solver,
+        impact, zero_jump, None, rtol, atol, max_steps, event_tol, steps,
+    )  # fmt: skip
 
-    def correct(y):
-        if not constrained:
-            return y
-        q, qd, _ = projection.correct(system, y["q"], y["qd"])
-        return {**y, "q": q, "qd": qd}
-
-    u0, _ = jax.eval_shape(command, ts[0], y0)
+    u0 = saved_shape(_command_shape, loop, ts[0], y0)
     if actuated and u0.shape != (len(plant.command_names),):
         raise ValueError(
             f"simulate_sampled: the controller returns shape {u0.shape}, expected "
@@ -243,47 +194,139 @@ def simulate_sampled(
             f"simulate_sampled: the controller returns shape {u0.shape}, expected ({n},)"
         )
 
-    zero_jump = None
-    if impact is not None:
-        zero_jump = jax.tree.map(
-            jnp.zeros_like,
-            jax.eval_shape(
-                lambda: impact_jump(
-                    system,
-                    q0,
-                    qd0,
-                    impact.contact,
-                    impact.particle.mass,
-                    impact.particle.velocity,
-                    impact.restitution,
-                )  # fmt: skip
-            ),
+    chunked = progress and not _traced(q0, qd0, ts)
+    if progress and not chunked:  # inside a trace: the bar is a host callback in the loop
+        loop = dataclasses.replace(loop, tick=_progress_bar(steps))
+
+    nan = jnp.asarray(np.nan)
+    record0 = (nan, zero_jump, y0) if impact is not None else None
+    particle0 = impact.particle if impact is not None else None
+    # strong types: the chunks' carry after the first call comes back strongly typed, and a
+    # weak type is part of the program's key (`jaxmb.compile_cache.strong_types`)
+    carry0 = strong_types((loop.correct(y0), jnp.array(impact is not None), particle0, record0,
+                           jnp.array(0), jnp.array(True)))  # fmt: skip
+    xs = (jnp.arange(steps + 1), ts, jnp.concatenate([ts[1:], ts[-1:]]))
+
+    if chunked:  # the chunks ran eagerly: the rest as one compiled program, not op by op
+        carry, outs = _scan_in_chunks(loop.interval, carry0, xs, steps + 1)
+        args = (carry, outs, carry0, ts, impact, plant, actuated)
+        if keyable(*args):
+            return _finish_saved(*args)
+
+        def finish(carry, outs):
+            return _finish(carry, outs, carry0, ts, impact, plant, actuated)
+
+        return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
+    carry, outs = jax.lax.scan(lambda c, x: loop.interval(c, x), carry0, xs)  # not hashable
+    return _finish(carry, outs, carry0, ts, impact, plant, actuated)
+
+
+class _SampledLoop(eqx.Module):
+    """`simulate_sampled`'s loop as a pytree: plant, controller, reference and state scale are
+    its fields, one sampling interval a bound method. The progress bar's chunks
+    (`_scan_in_chunks`) then take it as an argument of one compiled scan, its arrays traced,
+    and `jaxmb.saved_programs` keeps that program across processes (a closure is no key)."""
+
+    plant: object  # a Model, a ConstrainedSystem or an AbstractPlant
+    controller: Callable
+    reference: Callable | None
+    scale: dict  # of the plant state (`AbstractPlant.state_scale`; ones for the mechanics)
+    solver: diffrax.AbstractSolver
+    impact: Impact | None
+    zero_jump: object | None  # an impact's jump of zeros: the record before any impact
+    tick: Callable | None  # the progress bar as a host callback, inside a trace only
+    rtol: float
+    atol: float
+    max_steps: int = eqx.field(static=True)
+    event_tol: float
+    steps: int = eqx.field(static=True)  # sampling intervals
+
+    @property
+    def actuated(self) -> bool:
+        return isinstance(self.plant, AbstractPlant)
+
+    @property
+    def system(self):
+        return _system(self.plant)
+
+    def desired_at(self, t):
+        if self.reference is None:
+            z = jnp.zeros((0,))
+            return z, z, z
+        return desired_state(self.reference, t)
+
+    def command(self, t, y):
+        desired = self.desired_at(t)
+        if self.actuated:
+            u = self.controller(t, y, desired)
+        else:
+            u = self.controller(t, y["q"], y["qd"], desired)
+        return jnp.asarray(u, dtype=float), desired
+
+    def field(self, t, ys, u):
+        plant = self.plant
+        y = jax.tree.map(jnp.multiply, ys, self.scale)
+        if self.actuated:
+            dy = plant.vector_field(t, y, u)
+        elif isinstance(self.system, ConstrainedSystem):
+            dy = {"q": y["qd"], "qd": projection.forward_dynamics(plant, y["q"], y["qd"], u),
+                  "actuators": {}}  # fmt: skip
+        else:
+            dy = {"q": y["qd"], "qd": forward_dynamics(plant, y["q"], y["qd"], u), "actuators": {}}
+        return jax.tree.map(jnp.divide, dy, self.scale)
+
+    def solve(self, t0, t1, y, u, event=None):
+        scale = self.scale
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(self.field),
+            self.solver,
+            t0=t0,
+            t1=t1,
+            dt0=None,
+            y0=jax.tree.map(jnp.divide, y, scale),
+            args=u,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
+            max_steps=self.max_steps,
+            event=event,
+            throw=False,
         )
+        y1 = jax.tree.map(lambda x, s: x[-1] * s, sol.ys, scale)
+        # a solve that stops at the impact has ended as it should
+        ok = (sol.result == diffrax.RESULTS.successful) | (
+            sol.result == diffrax.RESULTS.event_occurred
+        )
+        return sol.ts[-1], y1, sol.stats["num_accepted_steps"], ok, sol.event_mask
 
-        def gap_of(t, ys, particle):
-            y = jax.tree.map(jnp.multiply, ys, scale)
-            r_P, _ = particle.at(t)
-            return gap(system, y["q"], impact.contact, r_P)
+    def correct(self, y):
+        system = self.system
+        if not isinstance(system, ConstrainedSystem):
+            return y
+        q, qd, _ = projection.correct(system, y["q"], y["qd"])
+        return {**y, "q": q, "qd": qd}
 
-    tick = _progress_bar(steps) if progress and _traced(q0, qd0, ts) else None
-    chunked = progress and tick is None
+    def gap_of(self, t, ys, particle):
+        y = jax.tree.map(jnp.multiply, ys, self.scale)
+        r_P, _ = particle.at(t)
+        return gap(self.system, y["q"], self.impact.contact, r_P)
 
-    def advance(carry, k, t0, t1, u):
+    def advance(self, carry, k, t0, t1, u):
         """One sampling interval under the held command ``u``: the new carry and state."""
         y, armed, particle, record, n_steps, ok = carry
-        if tick is not None:
-            jax.debug.callback(tick, k, ordered=True)
+        impact, system = self.impact, self.system
+        if self.tick is not None:
+            jax.debug.callback(self.tick, k, ordered=True)
         if impact is None:
-            _, y1, taken, ok1, _ = solve(t0, t1, y, u)
-            y1 = correct(y1)
+            _, y1, taken, ok1, _ = self.solve(t0, t1, y, u)
+            y1 = self.correct(y1)
             return (y1, armed, particle, record, n_steps + taken, ok & ok1), y1
 
         def cond_fn(t, y, args, **kwargs):
             del args, kwargs
-            return jnp.where(armed, gap_of(t, y, particle), 1.0)
+            return jnp.where(armed, self.gap_of(t, y, particle), 1.0)
 
-        event = diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=event_tol, atol=event_tol))
-        te, ye, taken, ok1, mask = solve(t0, t1, y, u, event)
+        root = optx.Newton(rtol=self.event_tol, atol=self.event_tol)
+        te, ye, taken, ok1, mask = self.solve(t0, t1, y, u, diffrax.Event(cond_fn, root))
         hit = jnp.asarray(jax.tree.leaves(mask)[0]) & armed
 
         def after_impact(_):
@@ -292,46 +335,43 @@ def simulate_sampled(
                                impact.restitution)  # fmt: skip
             y_plus = {**ye, "qd": ye["qd"] + jump.dqd}  # rotors keep their speed (eq. (39))
             moved = Particle(particle.mass, r_P, v_P + jump.dv_P, te, particle.gravity)
-            _, y2, k2, ok2, _ = solve(te, t1, y_plus, u)
+            _, y2, k2, ok2, _ = self.solve(te, t1, y_plus, u)
             return y2, moved, (te, jump, ye), k2, ok2
 
         def no_impact(_):
             return ye, particle, record, jnp.zeros_like(taken), jnp.array(True)
 
         y1, particle1, record1, k2, ok2 = jax.lax.cond(hit, after_impact, no_impact, None)
-        y1 = correct(y1)
+        y1 = self.correct(y1)
         carry = (y1, armed & ~hit, particle1, record1, n_steps + taken + k2, ok & ok1 & ok2)
         return carry, y1
 
-    def interval(carry, xs):
+    def interval(self, carry, xs):
         # K + 1 iterations: the last (k = K) only evaluates the command at the final instant, so
         # that the program holds one copy of the controller (the fourth-order controller of
         # Section 6 is 27 000 lines of StableHLO, more than the rest of the loop), not a second
         # one after the scan; `k` is never batched, so the cond stays a branch under vmap
         k, t0, t1 = xs
-        u, desired = command(t0, carry[0])
+        u, desired = self.command(t0, carry[0])
         carry1, y1 = jax.lax.cond(
-            k < steps,
-            lambda c: advance(c, k, t0, t1, u),
+            k < self.steps,
+            lambda c: self.advance(c, k, t0, t1, u),
             lambda c: (c, c[0]),
             carry,
         )
         return carry1, (u, desired, y1)
 
-    nan = jnp.asarray(np.nan)
-    record0 = (nan, zero_jump, y0) if impact is not None else None
-    particle0 = impact.particle if impact is not None else None
-    carry0 = (correct(y0), jnp.array(impact is not None), particle0, record0,
-              jnp.array(0), jnp.array(True))  # fmt: skip
-    xs = (jnp.arange(steps + 1), ts, jnp.concatenate([ts[1:], ts[-1:]]))
 
-    def finish(carry, outs):
-        return _finish(carry, outs, carry0, ts, impact, plant, actuated)
+def _command_shape(loop: _SampledLoop, t0, y0):
+    """The controller's command at ``t0``, for its shape (`saved_shape`: a second run checks
+    it without tracing the controller)."""
+    return loop.command(t0, y0)[0]
 
-    if chunked:  # the chunks ran eagerly: the rest as one compiled program, not op by op
-        carry, outs = _scan_in_chunks(interval, carry0, xs, steps + 1)
-        return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
-    return finish(*jax.lax.scan(interval, carry0, xs))
+
+def _zero_jump(system, q0, qd0, impact: Impact):
+    """An impact's jump at the start state, for its shapes (the record before any impact)."""
+    p = impact.particle
+    return impact_jump(system, q0, qd0, impact.contact, p.mass, p.velocity, impact.restitution)
 
 
 def _traced(*trees) -> bool:
@@ -357,13 +397,17 @@ def _scan_in_chunks(interval, carry0, xs, n: int):
     xs = jax.tree.map(lambda a: a[pad], xs)
     # the closure's arrays (plant, controller) become arguments of the compiled scan, not
     # constants in it: XLA's constant folding over a whole plant takes minutes
-    first = jax.tree.map(lambda a: a[0], xs)
-    interval = eqx.filter_closure_convert(interval, carry0, first)
+    if keyable(interval, carry0, xs):  # a bound method of `_SampledLoop`: kept on disk
+        scan = _scan_saved
+    else:
+        first = jax.tree.map(lambda a: a[0], xs)
+        interval = eqx.filter_closure_convert(interval, carry0, first)
+        scan = _scan
     bar = tqdm(total=n - 1, desc="simulate", unit="sample", leave=False)
     outs, carry = [], carry0
     try:
         for j in range(calls):
-            carry, out = _scan(
+            carry, out = scan(
                 interval, carry, jax.tree.map(lambda a, j=j: a[j * m : (j + 1) * m], xs)
             )
             outs.append(out)
@@ -373,9 +417,12 @@ def _scan_in_chunks(interval, carry0, xs, n: int):
     return carry, jax.tree.map(lambda *a: jnp.concatenate(a)[:n], *outs)
 
 
-@eqx.filter_jit
-def _scan(interval, carry, xs):
+def _scan_solve(interval, carry, xs):
     return jax.lax.scan(lambda c, x: interval(c, x), carry, xs)  # a module is not hashable
+
+
+_scan = eqx.filter_jit(_scan_solve)
+_scan_saved = saved(_scan_solve)
 
 
 def _finish(carry, outs, carry0, ts, impact, plant, actuated) -> SampledTrajectory:
@@ -402,6 +449,9 @@ def _finish(carry, outs, carry0, ts, impact, plant, actuated) -> SampledTrajecto
         coordinate_names=plant.coordinate_names,
         command_names=plant.command_names if actuated else (),
     )
+
+
+_finish_saved = saved(_finish)
 
 
 def _progress_bar(total: int):
