@@ -32,12 +32,12 @@ from jaxtyping import Array, Float
 
 from jaxmb.actuators.plant import AbstractPlant
 from jaxmb.algorithms.dynamics import forward_dynamics
+from jaxmb.compile_cache import strong_types
 from jaxmb.constraints import projection
 from jaxmb.constraints.impact import Contact, Particle, gap, impact_jump
 from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
-from jaxmb.compile_cache import strong_types
 from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.integrate import _start_saved, call_compiled
 from jaxmb.simulation.references import desired_state
