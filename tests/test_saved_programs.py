@@ -208,6 +208,28 @@ def test_a_program_sharded_over_devices_is_saved_and_read_back(tmp_path):
     assert len(list((tmp_path / "programs").glob("*.export"))) == 2
 
 
+def _saved_then_read_back(folder, run, programs, names, shape):
+    """``run(True)`` (with the bar) twice, the saved ``programs`` cleared from memory before
+    each, as in a new process: the first exports ``names`` and the command's ``shape``, the
+    second traces nothing but the saved programs' calls (not even the controller, for its
+    output's shape) and gives the same numbers bit for bit. Returns the first result."""
+    with failures_as_nan():
+        for program in programs:  # nothing in memory from earlier tests of this process
+            program.loaded.clear()
+        first, traced = _traces(run, True)
+        assert "flat" in traced  # traced for export
+        assert sorted(p.name.split("-")[0] for p in folder.glob("*.export")) == names
+        (kept,) = folder.glob("*.shape")  # the controller's output shape (`saved_shape`)
+        assert kept.name.startswith(f"jaxmb.simulation.{shape}-")
+        for program in programs:
+            program.loaded.clear()
+        again, traced = _traces(run, True)
+        assert set(traced) == {"call"}, traced
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)
+    return first
+
+
 def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
     """The progress bar's chunked solve (`simulate(..., progress=True)`, what the commands run
     by default) of a hydraulic plant: its loop is a pytree (`integrate._ClosedLoop`), so its
@@ -228,26 +250,10 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
                         progress=progress, throw=False)  # fmt: skip
 
     programs = (integrate._chunk_saved, integrate._call_saved, integrate._start_saved)
+    names = [f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve", "_start")]
+    first = _saved_then_read_back(folder, run, programs, names, "integrate._command_shape")
     with failures_as_nan():
-        for program in programs:  # nothing in memory from earlier tests of this process
-            program.loaded.clear()
-        first, traced = _traces(run, True)
-        assert "flat" in traced  # traced for export
-        names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
-        assert names == [
-            f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve", "_start")
-        ]
-        # and the controller's output shape, checked before the solve (`saved_shape`)
-        (shape,) = folder.glob("*.shape")
-        assert shape.name.startswith("jaxmb.simulation.integrate._command_shape-")
-        for program in programs:
-            program.loaded.clear()
-        again, traced = _traces(run, True)
-        # only the saved programs' calls; not even the controller, for its output's shape
-        assert set(traced) == {"call"}, traced
         single = run(False)
-    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
-        np.testing.assert_array_equal(a, b)
     assert bool(first.success) and bool(single.success)
     np.testing.assert_allclose(first.q, single.q, atol=1e-7)
     np.testing.assert_allclose(first.signal("p_a_lift"), single.signal("p_a_lift"), rtol=1e-6)
@@ -300,26 +306,11 @@ def test_a_sampled_loop_with_its_bar_is_saved_and_read_back(folder):
                                         progress=progress)  # fmt: skip
 
     programs = (sampled._scan_saved, sampled._finish_saved, integrate._start_saved)
+    names = ["jaxmb.simulation.integrate._start", "jaxmb.simulation.sampled._finish",
+             "jaxmb.simulation.sampled._scan_solve"]  # fmt: skip
+    first = _saved_then_read_back(folder, run, programs, names, "sampled._command_shape")
     with failures_as_nan():
-        for program in programs:  # nothing in memory from earlier tests of this process
-            program.loaded.clear()
-        first, traced = _traces(run, True)
-        assert "flat" in traced  # traced for export
-        names = sorted(p.name.split("-")[0] for p in folder.glob("*.export"))
-        assert names == [
-            "jaxmb.simulation.integrate._start",
-            "jaxmb.simulation.sampled._finish",
-            "jaxmb.simulation.sampled._scan_solve",
-        ]
-        (shape,) = folder.glob("*.shape")
-        assert shape.name.startswith("jaxmb.simulation.sampled._command_shape-")
-        for program in programs:
-            program.loaded.clear()
-        again, traced = _traces(run, True)
-        assert set(traced) == {"call"}, traced
         single = jax.jit(lambda: run(False))()
-    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
-        np.testing.assert_array_equal(a, b)
     assert bool(first.success) and int(first.num_steps) == int(single.num_steps)
     for a, b in zip(jax.tree.leaves(first.y), jax.tree.leaves(single.y), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
