@@ -249,7 +249,7 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
         return simulate(crane, table, None, q0, jnp.zeros(2), ts, rtol=1e-8, atol=1e-10,
                         progress=progress, throw=False)  # fmt: skip
 
-    programs = (integrate._chunk_saved, integrate._call_saved, integrate._start_saved)
+    programs = (integrate._chunk_saved, integrate._call_saved, integrate.start_state)
     names = [f"jaxmb.simulation.integrate.{f}" for f in ("_call", "_chunk_solve", "_start")]
     first = _saved_then_read_back(folder, run, programs, names, "integrate._command_shape")
     with failures_as_nan():
@@ -305,7 +305,7 @@ def test_a_sampled_loop_with_its_bar_is_saved_and_read_back(folder):
                                         t_final=0.6, rtol=1e-8, atol=1e-10,
                                         progress=progress)  # fmt: skip
 
-    programs = (sampled._scan_saved, sampled._finish_saved, integrate._start_saved)
+    programs = (sampled._scan_saved, sampled._finish_saved, integrate.start_state)
     names = ["jaxmb.simulation.integrate._start", "jaxmb.simulation.sampled._finish",
              "jaxmb.simulation.sampled._scan_solve"]  # fmt: skip
     first = _saved_then_read_back(folder, run, programs, names, "sampled._command_shape")

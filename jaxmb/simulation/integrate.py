@@ -589,7 +589,8 @@ _chunk = eqx.filter_jit(_chunk_solve)
 # the same for a pytree's bound methods (`_ClosedLoop`), their programs kept across processes
 _call_saved = saved(_call)
 _chunk_saved = saved(_chunk_solve)
-_start_saved = saved(_start)
+# a plant's start state and its scale as one saved program (`simulate`, `simulate_sampled`)
+start_state = saved(_start)
 
 
 class _ClosedLoop(eqx.Module):
@@ -722,7 +723,7 @@ def _simulate_with_states(
     constrained = isinstance(plant, ConstrainedSystem)
     stateful = isinstance(controller, AbstractStatefulController)
     if actuated:
-        yp0, scale = _start_saved(plant, q0, qd0, actuator_state0)
+        yp0, scale = start_state(plant, q0, qd0, actuator_state0)
     else:
         yp0 = (q0, qd0)
         scale = jax.tree.map(jnp.ones_like, yp0)

@@ -39,7 +39,7 @@ from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
-from jaxmb.simulation.integrate import _start_saved, call_compiled
+from jaxmb.simulation.integrate import call_compiled, start_state
 from jaxmb.simulation.references import desired_state
 
 __all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
@@ -167,7 +167,7 @@ def simulate_sampled(
         if x.shape != (n,):
             raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
     if actuated:
-        y0, scale = _start_saved(plant, q0, qd0, actuator_state0)
+        y0, scale = start_state(plant, q0, qd0, actuator_state0)
         scale = jax.lax.stop_gradient(scale)
     else:
         y0 = {"q": q0, "qd": qd0, "actuators": {}}
