@@ -260,6 +260,22 @@ def test_a_chunked_simulation_with_its_bar_is_saved_and_read_back(folder):
     np.testing.assert_array_equal(first.u, single.u)  # the table at the save times
 
 
+def test_the_exporting_process_gets_what_later_processes_read(folder):
+    """A weakly typed output (from Python-float arguments) comes back from a saved program as a
+    later process reads it: serialization drops weak types, and where such an output feeds the
+    next call's key (a chunk's carry) the exporting process keyed a second program."""
+    from jaxmb.actuators.hydraulics import signed_sqrt
+
+    dp, width = jnp.asarray(4.0e5), jnp.asarray(1.0e3)
+    assert dp.weak_type and signed_sqrt(dp, width).weak_type  # traced as usual: weak
+    with failures_as_nan():
+        exported = saved(signed_sqrt)(dp, width)
+        read = saved(signed_sqrt)(dp, width)  # a fresh wrapper reads the program back
+    assert len(list(folder.glob("*signed_sqrt*.export"))) == 1
+    assert exported.weak_type == read.weak_type
+    np.testing.assert_array_equal(exported, read)
+
+
 def test_committed_and_uncommitted_arguments_share_one_compile(folder, arm):
     """A saved program is compiled once for arguments fresh from Python and for results of
     earlier computations (committed to a device): an Adam step's gains are the latter, the
