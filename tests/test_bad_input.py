@@ -350,6 +350,73 @@ def test_traced_non_finite_input_is_refused_at_run_time():
     assert np.isfinite(M[0]).all() and np.isnan(M[1]).any()
 
 
+def _rotation(angle, axis):
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+ROTATIONS = {
+    "proper": _rotation(0.7, [1, 2, 3]),
+    "within round-off": _rotation(0.7, [1, 2, 3]) * (1 + 1e-12),
+    "skewed": _rotation(0.7, [1, 2, 3]) + 1e-5 * np.eye(3)[::-1],
+    "reflection": np.diag([1.0, 1.0, -1.0]),
+    "nan": np.where(np.eye(3) > 0, np.nan, 0.0),
+    "inf": np.diag([1.0, np.inf, 1.0]),
+}
+INERTIAS = {
+    "realisable": np.diag([1.0, 2.0, 2.5]),
+    "thin rod": np.diag([0.0, 1.0, 1.0]),
+    "triangle violated": np.diag([1.0, 1.0, 3.0]),
+    "negative moment": np.diag([-0.1, 1.0, 1.0]),
+    "asymmetric": np.array([[1.0, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.5]]),
+    "nan": np.diag([1.0, np.nan, 1.0]),
+}
+
+
+@pytest.mark.parametrize(
+    "predicate, cases",
+    [
+        (jaxmb.multibody.model.rotation_improper, ROTATIONS),
+        (jaxmb.multibody.model.inertia_unrealisable, INERTIAS),
+        (jaxmb.multibody.checks.not_finite, {**ROTATIONS, **INERTIAS}),
+    ],
+)
+def test_constructor_predicates_agree_in_numpy_and_in_jax(predicate, cases):
+    """`checked` runs a constructor's predicate in NumPy on concrete values and in JAX on
+    traced ones (`array_namespace`): both verdicts agree, and on the cases meant to pass and
+    fail (the names say which)."""
+    for name, x in cases.items():
+        on_host = np.asarray(predicate(x))
+        assert isinstance(predicate(x), np.ndarray | np.bool_), name  # no JAX operation ran
+        np.testing.assert_array_equal(on_host, np.asarray(jax.jit(predicate)(jnp.asarray(x))))
+        if predicate is not jaxmb.multibody.checks.not_finite:
+            good = name in ("proper", "within round-off", "realisable", "thin rod")
+            assert bool(on_host) is not good, name
+
+
+def test_concrete_checks_compile_nothing():
+    """A frame and a body built from concrete values compile no program: their checks run in
+    NumPy (XLA's compiles, counted after JAX's caches are dropped; `jit(stage)` is JAX moving
+    a host array to the device). Each check compiled its predicate, and a frame's axis its
+    normalisation, at every process's first use of a shape: some fifty compiles and 1.3 s of
+    loading the crane's machine file."""
+    from helpers import backend_compiles
+
+    jax.clear_caches()
+    with backend_compiles() as compiled:
+        frame = jaxmb.Frame("a", "S", rotation=_rotation(0.3, [0, 0, 1]), translation=[0, 0, 1],
+                            joint="revolute", axis=[0, 2, 2], coordinate="q_a")  # fmt: skip
+        body = jaxmb.Body("b", "a", 2.0, [0.1, 0, 0], INERTIAS["realisable"])
+    assert set(compiled) <= {"jit(stage)"}, compiled
+    np.testing.assert_allclose(frame.axis, [0, 2**-0.5, 2**-0.5], rtol=1e-15)
+    assert isinstance(body.inertia, jax.Array) and body.inertia.dtype == jnp.float64
+    with pytest.raises(ValueError, match="frame 'a': rotation must be a finite proper rotation"):
+        jaxmb.Frame("a", "S", rotation=ROTATIONS["reflection"])
+    with pytest.raises(ValueError, match="body 'b': inertia"):
+        jaxmb.Body("b", "a", 2.0, [0.1, 0, 0], INERTIAS["triangle violated"])
+
+
 def test_arm_domain_matches_its_docstring():
     """``-l0 < delta < 2 L0 - l0``: delta = -0.5 m (a negative cylinder length) is refused."""
     with pytest.raises(RuntimeError, match="delta is outside the triangle's domain -l0 < delta"):

@@ -23,9 +23,10 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import check_coordinates, checked, finite_inputs
+from jaxmb.multibody.checks import check_coordinates, checked, finite_inputs, not_finite
 from jaxmb.multibody.kinematics import resolve_frame, world_transforms
 from jaxmb.multibody.model import WORLD, Model
 from jaxmb.multibody.spatial import small_matmul
@@ -80,10 +81,10 @@ class CylinderMount(eqx.Module):
     def __init__(self, base_frame: str, base_point, rod_frame: str, rod_point, l_min):
         self.base_frame, self.rod_frame = base_frame, rod_frame
         self.base_point = checked(
-            base_point, lambda x: ~jnp.isfinite(x), "CylinderMount: base_point must be finite", (3,)
+            base_point, not_finite, "CylinderMount: base_point must be finite", (3,)
         )
         self.rod_point = checked(
-            rod_point, lambda x: ~jnp.isfinite(x), "CylinderMount: rod_point must be finite", (3,)
+            rod_point, not_finite, "CylinderMount: rod_point must be finite", (3,)
         )
         self.l_min = _positive("CylinderMount", "l_min", l_min)
 
@@ -297,7 +298,8 @@ class Valve(eqx.Module):
         pressure drop ``dp_nom`` (Pa) per notch (one metering edge) at the command ``u_nom``
         (V): ``c = q_nom / (u_nom sqrt(dp_nom))`` on all four edges (the spec's rule).
         E.g. NG6, 40 l/min at 35 bar: ``Valve.from_datasheet(40e-3/60, 35e5, 185e5, 10e5)``."""
-        c = jnp.asarray(q_nom, float) / (jnp.asarray(u_nom, float) * jnp.sqrt(dp_nom))
+        xp = jnp if any(isinstance(x, jax.Array) for x in (q_nom, dp_nom, u_nom)) else np
+        c = xp.asarray(q_nom, float) / (xp.asarray(u_nom, float) * xp.sqrt(dp_nom))
         return cls(c, c, c, c, p_s, p_r, **options)
 
     def saturate(self, u):

@@ -32,7 +32,7 @@ from jaxmb.algorithms.terms import forward_from_state
 from jaxmb.algorithms.tree_dynamics import AugmentedState, augmented_state, map_and_jacobian
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
-from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked
+from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked, not_finite
 from jaxmb.multibody.kinematics import frame_transforms
 from jaxmb.multibody.model import Model
 
@@ -147,9 +147,7 @@ class HydraulicPlant(AbstractPlant):
         self.direct = tuple(direct)
         for c in self.direct:
             model.coordinate(c)  # raises for an unknown name
-        self.p_cavitation = checked(
-            p_cavitation, lambda x: ~jnp.isfinite(x), "HydraulicPlant: p_cavitation", ()
-        )
+        self.p_cavitation = checked(p_cavitation, not_finite, "HydraulicPlant: p_cavitation", ())
         self.p_margin = checked(p_margin, lambda x: ~(x >= 0), "HydraulicPlant: p_margin", ())
 
     @property

@@ -775,12 +775,18 @@ def _mechanics(where: _Where, tree: Model, cylinders: Mapping, payload, with_bod
     return model
 
 
+@eqx.filter_jit
+def _transforms_at(skeleton: Model, q0):
+    """Every frame's pose at ``q0``, as one compiled program (op by op, some fifteen compiles)."""
+    return frame_transforms(skeleton, xi(skeleton, q0))
+
+
 def _tube_rotation(where: _Where, spec: Mapping, skeleton: Model, q0) -> np.ndarray:
     """``R0`` of a cylinder's tube (`cylinder_loops.tube_rotation`): the pin axis given, or the
     axis of the one revolute joint between the cylinder's links, or (no revolute joint: a
     cylinder along a sliding joint) any normal to the cylinder."""
     mount, table = spec["mount"], spec["table"]
-    T = frame_transforms(skeleton, xi(skeleton, jnp.asarray(q0, float)))
+    T = _transforms_at(skeleton, jnp.asarray(q0, float))
     names = tuple(f.name for f in skeleton.frames)
 
     def pose(frame):

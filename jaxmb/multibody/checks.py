@@ -36,6 +36,7 @@ __all__ = [
     "check_coordinates",
     "checked",
     "not_finite",
+    "array_namespace",
 ]
 
 
@@ -146,8 +147,9 @@ def as_real_array(x, name: str, *, host: bool = False):
         )
     if host:
         return np.asarray(a, dtype=np.float64)
-    if a.dtype.kind in "iu":
-        return jnp.asarray(a, dtype=jax.dtypes.canonicalize_dtype(float))
+    if a.dtype.kind in "iu":  # converted on the host (on the device it is a compile)
+        dtype = jax.dtypes.canonicalize_dtype(float)
+        return jnp.asarray(a.astype(dtype) if isinstance(a, np.ndarray) else a, dtype=dtype)
     return jnp.asarray(a)
 
 
@@ -296,31 +298,23 @@ def checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(jax.dtypes.canonicalize_dtype(float))
         x = jnp.asarray(x, dtype=x.dtype)  # drop weak typing: leaves have a definite dtype
-        failed = bool(np.any(np.asarray(_compiled(bad)(x))))
+    # the predicate runs in NumPy on the concrete value (`array_namespace`): in JAX each of its
+    # operations, or the predicate as one program, compiled once per process and shape, which
+    # was most of the time a machine file took to load (1.3 s for the crane's)
+    failed = bool(np.any(bad(np.asarray(x))))
     if failed:
         raise ValueError(f"{msg}; got {np.asarray(x).tolist()}")
     return x
 
 
-def _compiled(bad):
-    """``bad`` as one compiled program where it is a plain function (no closure, no defaults:
-    the same code always computes the same thing), shared by every check whose predicate has
-    its code; else ``bad`` itself, op by op. Checked eagerly, a predicate is a dozen
-    operations, each compiled on its own the first time it meets a shape (20-40 ms apiece)."""
-    code = getattr(bad, "__code__", None)
-    if code is None or bad.__closure__ or bad.__defaults__ or bad.__kwdefaults__:
-        return bad
-    key = (code, bad.__module__)
-    if key not in _PREDICATES:
-        _PREDICATES[key] = jax.jit(bad)
-    return _PREDICATES[key]
-
-
-_PREDICATES: dict = {}  # a predicate's code -> its compiled program (`_compiled`)
+def array_namespace(x):
+    """`numpy` for a host array, `jax.numpy` for a JAX array or a traced value: a predicate of
+    `checked` written against it runs in NumPy on concrete values and in JAX at run time."""
+    return jnp if isinstance(x, jax.Array | jax.core.Tracer) else np
 
 
 def not_finite(x):
-    return ~jnp.isfinite(x)
+    return ~array_namespace(x).isfinite(x)
 
 
 def check_coordinates(model, x, name: str = "q", finite: bool = True):

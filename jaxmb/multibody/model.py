@@ -27,9 +27,10 @@ from collections.abc import Iterable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from jaxmb.multibody.checks import checked, describe, not_finite
+from jaxmb.multibody.checks import array_namespace, checked, describe, not_finite
 
 __all__ = [
     "WORLD",
@@ -52,7 +53,7 @@ JOINT_TYPES = ("fixed", "revolute", "prismatic")
 
 def _tol(x) -> float:
     """Relative round-off allowance of x's dtype for structural checks."""
-    return 1e-9 if jnp.asarray(x).dtype == jnp.float64 else 1e-6
+    return 1e-9 if x.dtype == np.float64 else 1e-6
 
 
 INERTIA_ATOL = 1e-10
@@ -61,23 +62,26 @@ inertia counts as not physically realisable (absolute, on top of the dtype's rou
 
 
 def _inertia_asymmetric(I):
-    """True unless I is finite and symmetric (to round-off)."""
-    finite = jnp.isfinite(I).all()
-    Is = jnp.where(finite, I, jnp.eye(3, dtype=I.dtype))
-    scale = jnp.maximum(jnp.abs(Is).max(), 1e-30)
-    return ~(finite & (jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale))
+    """True unless I is finite and symmetric (to round-off). In NumPy or JAX, as ``I`` is
+    (`array_namespace`), as are the checks below."""
+    xp = array_namespace(I)
+    finite = xp.isfinite(I).all()
+    Is = xp.where(finite, I, xp.eye(3, dtype=I.dtype))
+    scale = xp.maximum(xp.abs(Is).max(), 1e-30)
+    return ~(finite & (xp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale))
 
 
 def inertia_unrealisable(I):
     """True unless I is finite, symmetric, positive semidefinite and obeys the triangle
     inequalities of its principal moments (a physically realisable rigid-body inertia about the
     COM; zero for a point mass, singular for a thin rod), within `INERTIA_ATOL`."""
-    finite = jnp.isfinite(I).all()
-    Is = jnp.where(finite, I, jnp.eye(3, dtype=I.dtype))  # keep eigvalsh away from NaN/inf
-    scale = jnp.maximum(jnp.abs(Is).max(), 1e-30)
-    sym = jnp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale
-    lam = jnp.linalg.eigvalsh(0.5 * (Is + Is.T))
-    slack = (1e-9 if Is.dtype == jnp.float64 else 1e-5) * scale + INERTIA_ATOL
+    xp = array_namespace(I)
+    finite = xp.isfinite(I).all()
+    Is = xp.where(finite, I, xp.eye(3, dtype=I.dtype))  # keep eigvalsh away from NaN/inf
+    scale = xp.maximum(xp.abs(Is).max(), 1e-30)
+    sym = xp.abs(Is - Is.T).max() <= 1e3 * _tol(Is) * scale
+    lam = xp.linalg.eigvalsh(0.5 * (Is + Is.T))
+    slack = (1e-9 if Is.dtype == np.float64 else 1e-5) * scale + INERTIA_ATOL
     pd = (lam >= -slack).all()
     tri = (lam[0] + lam[1] >= lam[2] - slack) & (lam[1] + lam[2] >= lam[0] - slack)
     tri = tri & (lam[0] + lam[2] >= lam[1] - slack)
@@ -86,11 +90,18 @@ def inertia_unrealisable(I):
 
 def rotation_improper(R):
     """True unless R is a finite proper rotation (orthonormal to round-off, det +1)."""
-    finite = jnp.isfinite(R).all()
-    Rs = jnp.where(finite, R, jnp.eye(3, dtype=R.dtype))
-    orth = jnp.abs(Rs.T @ Rs - jnp.eye(3, dtype=R.dtype)).max() <= 1e3 * _tol(R)
-    proper = jnp.linalg.det(Rs) > 0
+    xp = array_namespace(R)
+    finite = xp.isfinite(R).all()
+    Rs = xp.where(finite, R, xp.eye(3, dtype=R.dtype))
+    orth = xp.abs(Rs.T @ Rs - xp.eye(3, dtype=R.dtype)).max() <= 1e3 * _tol(R)
+    proper = xp.linalg.det(Rs) > 0
     return ~(finite & orth & proper)
+
+
+def _axis_bad(a):
+    """True unless a joint axis is finite and non-zero."""
+    xp = array_namespace(a)
+    return ~(xp.isfinite(a).all() & (xp.linalg.norm(a) > 1e-12))
 
 
 class Body(eqx.Module):
@@ -219,31 +230,34 @@ class Frame(eqx.Module):
             raise ValueError(f"frame {name!r}: a {joint} joint needs a coordinate name")
         self.name, self.parent, self.joint, self.coordinate = name, parent, joint, coordinate
         self.rotation = checked(
-            jnp.eye(3) if rotation is None else rotation,
+            np.eye(3) if rotation is None else rotation,
             rotation_improper,
             f"frame {name!r}: rotation must be a finite proper rotation matrix",
             (3, 3),
         )
         self.translation = checked(
-            jnp.zeros(3) if translation is None else translation,
+            np.zeros(3) if translation is None else translation,
             not_finite,
             f"frame {name!r}: translation must be finite",
             (3,),
         )
         if joint == "fixed":
             self.axis = checked(
-                jnp.zeros(3) if axis is None else axis, not_finite, f"frame {name!r}: axis", (3,)
+                np.zeros(3) if axis is None else axis, not_finite, f"frame {name!r}: axis", (3,)
             )
         else:
             if axis is None:
                 raise ValueError(f"frame {name!r}: a {joint} joint needs an axis")
             a = checked(
                 axis,
-                lambda a: ~(jnp.isfinite(a).all() & (jnp.linalg.norm(a) > 1e-12)),
+                _axis_bad,
                 f"frame {name!r}: axis must be finite and non-zero",
                 (3,),
             )
-            self.axis = a / jnp.linalg.norm(a)
+            if isinstance(a, jax.core.Tracer):
+                self.axis = a / jnp.linalg.norm(a)
+            else:  # in NumPy: a frame is built eagerly, where each JAX operation compiles
+                self.axis = jnp.asarray(np.asarray(a) / np.linalg.norm(np.asarray(a)))
 
 
 class CoordinateMap(eqx.Module):

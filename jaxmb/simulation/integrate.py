@@ -28,7 +28,13 @@ from jaxmb.actuators.plant import AbstractPlant, HydraulicPlant, limit_events
 from jaxmb.algorithms.dynamics import forward_dynamics
 from jaxmb.constraints import projection
 from jaxmb.constraints.projection import ConstrainedSystem
-from jaxmb.multibody.checks import as_real_array, check_finite, checked, runtime_check
+from jaxmb.multibody.checks import (
+    as_real_array,
+    check_finite,
+    checked,
+    not_finite,
+    runtime_check,
+)
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.command_table import CommandTable
@@ -253,9 +259,7 @@ def simulate(
     if fixed_step is None:
 
         def positive(name, tol):
-            ok = checked(
-                tol, lambda x: ~(jnp.isfinite(x) & (x > 0)), f"simulate: {name} must be > 0"
-            )
+            ok = checked(tol, lambda x: not_finite(x) | ~(x > 0), f"simulate: {name} must be > 0")
             return ok if isinstance(tol, jax.core.Tracer) else tol  # a traced check is kept
 
         rtol, atol = positive("rtol", rtol), positive("atol", atol)

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import checked
+from jaxmb.multibody.checks import checked, not_finite
 
 __all__ = ["Reference", "SinusoidReference", "QuinticWaypoints", "desired_state"]
 
@@ -83,9 +83,7 @@ class QuinticWaypoints(Reference):
         self.segment_time = checked(
             segment_time, lambda x: ~(x > 0), "QuinticWaypoints: segment_time must be > 0 s", ()
         )
-        self.t_start = checked(
-            t_start, lambda x: ~jnp.isfinite(x), "QuinticWaypoints: t_start must be finite", ()
-        )
+        self.t_start = checked(t_start, not_finite, "QuinticWaypoints: t_start must be finite", ())
 
     @property
     def t_end(self) -> Array:
