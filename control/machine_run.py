@@ -21,7 +21,7 @@ from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
 from jaxmb.control.machine_report import write_machine_report
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
-from jaxmb.simulation import CommandTable, Trajectory, simulate
+from jaxmb.simulation import CommandTable, Trajectory, simulate, start_position
 
 __all__ = [
     "machine_controller",
@@ -58,7 +58,7 @@ def machine_closed_loop(
 ) -> Trajectory:
     """Simulate ``plant`` under ``controller`` from rest at ``q0`` (default the task's first
     waypoint) with the pressures that hold it there, saving at ``ts``."""
-    q0 = controller.reference(jnp.zeros(())) if q0 is None else jnp.asarray(q0, dtype=float)
+    q0 = start_position(controller.reference) if q0 is None else jnp.asarray(q0, dtype=float)
     opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
     return simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), ts, progress=progress,

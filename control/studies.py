@@ -43,7 +43,7 @@ from jaxmb.control.sampling import (
 from jaxmb.control.scenario import Scenario, section_iv
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.models.series_parallel import STROKE
-from jaxmb.simulation import ADAPTIVE_SOLVERS, simulate
+from jaxmb.simulation import ADAPTIVE_SOLVERS, simulate, start_position
 
 __all__ = ["SolverOptions", "ArmStudy", "MachineStudy", "arm_study", "machine_study"]
 
@@ -347,7 +347,7 @@ def machine_study(
         j = plant.model.body_names.index("payload")
         plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
     t_final = machine.task.t_final if t_final is None else t_final
-    q0 = controller.reference(jnp.zeros(()))
+    q0 = start_position(controller.reference)
     defaults = {f"initial_error.{c}": 0.0 for c in plant.coordinate_names}
     nominal = _nominal_values(plant, distribution, defaults)
     for n in distribution.names:

@@ -27,6 +27,7 @@ from .references import QuinticWaypoints as QuinticWaypoints
 from .references import Reference as Reference
 from .references import SinusoidReference as SinusoidReference
 from .references import desired_state as desired_state
+from .references import start_position as start_position
 from .rk4 import RK4 as RK4
 from .rosenbrock import Rodas4 as Rodas4
 from .rosenbrock import RodasInterpolation as RodasInterpolation
