@@ -299,7 +299,8 @@ class Valve(eqx.Module):
         (V): ``c = q_nom / (u_nom sqrt(dp_nom))`` on all four edges (the spec's rule).
         E.g. NG6, 40 l/min at 35 bar: ``Valve.from_datasheet(40e-3/60, 35e5, 185e5, 10e5)``."""
         xp = jnp if any(isinstance(x, jax.Array) for x in (q_nom, dp_nom, u_nom)) else np
-        c = xp.asarray(q_nom, float) / (xp.asarray(u_nom, float) * xp.sqrt(dp_nom))
+        with np.errstate(all="ignore"):  # as JAX: a bad rating gives inf or NaN, refused below
+            c = xp.asarray(q_nom, float) / (xp.asarray(u_nom, float) * xp.sqrt(dp_nom))
         return cls(c, c, c, c, p_s, p_r, **options)
 
     def saturate(self, u):

@@ -300,8 +300,18 @@ def checked(x, bad, msg: str, shape: tuple[int, ...] | None = None):
         x = jnp.asarray(x, dtype=x.dtype)  # drop weak typing: leaves have a definite dtype
     # the predicate runs in NumPy on the concrete value (`array_namespace`): in JAX each of its
     # operations, or the predicate as one program, compiled once per process and shape, which
-    # was most of the time a machine file took to load (1.3 s for the crane's)
-    failed = bool(np.any(bad(np.asarray(x))))
+    # was most of the time a machine file took to load (1.3 s for the crane's). NumPy's
+    # floating-point warnings are JAX's silent inf and NaN, which the predicates judge, and
+    # its linear algebra's refusal of an overflowing matrix is JAX's NaN, a failed check;
+    # float16 is judged in float32 (NumPy has no float16 linear algebra)
+    host = np.asarray(x)
+    try:
+        with np.errstate(all="ignore"):
+            failed = bool(
+                np.any(bad(host.astype(np.float32) if host.dtype == np.float16 else host))
+            )
+    except np.linalg.LinAlgError:
+        failed = True
     if failed:
         raise ValueError(f"{msg}; got {np.asarray(x).tolist()}")
     return x

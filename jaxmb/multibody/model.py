@@ -257,7 +257,8 @@ class Frame(eqx.Module):
             if isinstance(a, jax.core.Tracer):
                 self.axis = a / jnp.linalg.norm(a)
             else:  # in NumPy: a frame is built eagerly, where each JAX operation compiles
-                self.axis = jnp.asarray(np.asarray(a) / np.linalg.norm(np.asarray(a)))
+                with np.errstate(all="ignore"):  # as JAX: an overflowing norm gives zeros
+                    self.axis = jnp.asarray(np.asarray(a) / np.linalg.norm(np.asarray(a)))
 
 
 class CoordinateMap(eqx.Module):
