@@ -97,7 +97,7 @@ from jaxmb.actuators.hydraulics import (
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.io.logs import KINDS, UNITS, read_log, schema_for
 from jaxmb.io.urdf import UrdfError, load_urdf
-from jaxmb.multibody.kinematics import frame_transforms, xi
+from jaxmb.multibody.kinematics import world_transforms
 from jaxmb.multibody.model import WORLD, Body, Model
 from jaxmb.simulation import QuinticWaypoints
 
@@ -775,10 +775,8 @@ def _mechanics(where: _Where, tree: Model, cylinders: Mapping, payload, with_bod
     return model
 
 
-@eqx.filter_jit
-def _transforms_at(skeleton: Model, q0):
-    """Every frame's pose at ``q0``, as one compiled program (op by op, some fifteen compiles)."""
-    return frame_transforms(skeleton, xi(skeleton, q0))
+# every frame's pose at q0 as one compiled program (op by op, some fifteen compiles)
+_transforms_at = eqx.filter_jit(world_transforms)
 
 
 def _tube_rotation(where: _Where, spec: Mapping, skeleton: Model, q0) -> np.ndarray:

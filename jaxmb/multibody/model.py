@@ -257,8 +257,9 @@ class Frame(eqx.Module):
             if isinstance(a, jax.core.Tracer):
                 self.axis = a / jnp.linalg.norm(a)
             else:  # in NumPy: a frame is built eagerly, where each JAX operation compiles
+                host = np.asarray(a)
                 with np.errstate(all="ignore"):  # as JAX: an overflowing norm gives zeros
-                    self.axis = jnp.asarray(np.asarray(a) / np.linalg.norm(np.asarray(a)))
+                    self.axis = jnp.asarray(host / np.linalg.norm(host))
 
 
 class CoordinateMap(eqx.Module):
