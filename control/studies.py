@@ -160,15 +160,16 @@ class ArmStudy(_Study):
         dist = jax.tree.map(lambda x: x * scale, sc.disturbance, is_leaf=eqx.is_array)
         return plant, sc.reference(0.0) + e0, dist
 
-    def trajectory(self, controller: RobustController, values, options=None):
+    def trajectory(self, controller: RobustController, values, options=None, adjoint=None):
         """``(trajectory, dbar)`` of a sample: its closed loop (``throw=False``) and the
-        largest |d_i| of eq. (19) along it (`lumped_uncertainty` at the save times)."""
+        largest |d_i| of eq. (19) along it (`lumped_uncertainty` at the save times).
+        ``adjoint`` as `simulate`'s."""
         plant, q0, dist = self.realise(values)
         o = self.options if options is None else options
         tr = simulate(
             plant, controller, self.scenario.reference, q0, self.scenario.qd0, self.ts,
             disturbance=dist, throw=False, rtol=o.rtol, atol=o.atol, max_steps=o.max_steps,
-            dtmin=o.dtmin, solver=o.method,
+            dtmin=o.dtmin, solver=o.method, adjoint=adjoint,
         )  # fmt: skip
         d = jax.vmap(
             lambda t_, q, qd, u: lumped_uncertainty(

@@ -11,6 +11,9 @@ in the same process. A faster run counts only at an accuracy at least that setti
 
     python scripts/bench_simulate.py [--repeats 5] [--solver tsit5] [--rtol 1e-8] [--atol 1e-10]
         [--accuracy]
+
+The gradient is taken two ways in the same process: with diffrax's default binomial
+checkpoints (`simulate`'s default, the peer) and with a checkpoint a step (`jaxmb tune`'s).
 """
 
 import argparse
@@ -21,9 +24,6 @@ parser.add_argument("--repeats", type=int, default=5)
 parser.add_argument("--solver", default="tsit5")
 parser.add_argument("--rtol", type=float, default=1e-8)
 parser.add_argument("--atol", type=float, default=1e-10)
-parser.add_argument(
-    "--store-all", action="store_true", help="adjoint that checkpoints every step (more memory)"
-)
 parser.add_argument(
     "--accuracy",
     action="store_true",
@@ -41,6 +41,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from jaxmb.control import section_iv  # noqa: E402
 from jaxmb.simulation import simulate  # noqa: E402
+
+MAX_STEPS = 200_000  # `simulate`'s default step budget
 
 
 def timed(fn, *a):
@@ -63,23 +65,31 @@ def main():
 
     g0 = {name: getattr(sc.controller, name) for name in gain_leaves}
 
-    def rmse(g):
+    def rmse(g, adjoint=None):
         tr = simulate(sc.plant, with_gains(g), sc.reference, sc.q0, sc.qd0, ts,
                       disturbance=sc.disturbance, solver=args.solver, rtol=args.rtol, atol=args.atol,
-                      adjoint=adjoint)  # fmt: skip
+                      adjoint=adjoint, max_steps=MAX_STEPS)  # fmt: skip
         return jnp.sqrt(jnp.mean(tr.e**2)), (tr.num_steps, tr.q, tr.qd)
 
     forward = jax.jit(rmse)
-    adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=200_000 if args.store_all else None)
-    gradient = jax.jit(jax.grad(lambda g: rmse(g)[0]))
     compile_fwd = timed(forward, g0)
     run_fwd = min(timed(forward, g0) for _ in range(args.repeats))
-    compile_grad = timed(gradient, g0)
-    run_grad = min(timed(gradient, g0) for _ in range(args.repeats))
+    # reverse mode two ways: diffrax's default, O(sqrt(max_steps)) checkpoints with the steps
+    # between them solved again (`simulate`'s default, the peer), and a checkpoint a step
+    # (what `jaxmb tune` uses when its samples' steps fit in memory: control/tuning.py)
+    adjoints = {
+        "binomial checkpoints (simulate's default)": diffrax.RecursiveCheckpointAdjoint(),
+        "a checkpoint a step (jaxmb tune's)": diffrax.RecursiveCheckpointAdjoint(MAX_STEPS),
+    }
+    grads = {}
+    for name, adjoint in adjoints.items():
+        gradient = jax.jit(jax.grad(lambda g, a=adjoint: rmse(g, a)[0]))
+        first = timed(gradient, g0)
+        run = min(timed(gradient, g0) for _ in range(args.repeats))
+        grads[name] = (gradient, first - run, run)
     value, (steps, q, qd) = forward(g0)
     print(f"jaxmb bench_simulate: Section IV scenario, {sc.t_final:g} s simulated, solver {args.solver}, "
-          f"rtol {args.rtol:g}, atol {args.atol:g}, {int(steps)} accepted steps, best of {args.repeats}, "
-          f"adjoint checkpoints {'every step' if args.store_all else 'binomial (default)'}")  # fmt: skip
+          f"rtol {args.rtol:g}, atol {args.atol:g}, {int(steps)} accepted steps, best of {args.repeats}")  # fmt: skip
     print(f"jax {jax.__version__}, devices {jax.devices()}")
     print(
         f"{'forward run (after compile)':<36}{run_fwd:>9.3f} s   fraction of simulated time "
@@ -87,16 +97,26 @@ def main():
         f"Simscape 0.14: x{0.14 / (run_fwd / sc.t_final):.1f}; aim 0.005)"
     )
     print(f"{'forward compile (first call - run)':<36}{compile_fwd - run_fwd:>9.3f} s")
-    print(
-        f"{'gradient of RMSE w.r.t. 12 gains':<36}{run_grad:>9.3f} s   ratio to forward run "
-        f"{run_grad / run_fwd:.2f}"
-    )
-    print(f"{'gradient compile (first call - run)':<36}{compile_grad - run_grad:>9.3f} s")
+    peer = None
+    for name, (_, compile_grad, run_grad) in grads.items():
+        print(f"gradient of RMSE w.r.t. 12 gains, {name}:")
+        vs = (
+            ""
+            if peer is None
+            else f", x{run_grad / peer[1]:.2f} the peer's run, x{compile_grad / peer[0]:.2f} its compile"
+        )
+        print(
+            f"  {run_grad:.3f} s = {run_grad / run_fwd:.2f} forward runs; compile (first call - "
+            f"run) {compile_grad:.3f} s{vs}"
+        )
+        peer = peer or (compile_grad, run_grad)
     work = {"tsit5": "6 vector-field evaluations", "dopri5": "6 vector-field evaluations",
             "rodas4": "6 vector-field evaluations, one Jacobian (n + 1 tangents) and one LU"}  # fmt: skip
     print(f"per step: {run_fwd / int(steps) * 1e6:.1f} us ({args.solver}: "
           f"{work.get(args.solver, 'see the solver')} a step)")  # fmt: skip
-    print(f"RMSE {float(value):.5f}; dRMSE/dK = {gradient(g0)['K']}")
+    dK = [grads[name][0](g0)["K"] for name in adjoints]
+    print(f"RMSE {float(value):.5f}; dRMSE/dK = {dK[0]} (the two adjoints differ by "
+          f"{float(jnp.max(jnp.abs(dK[0] - dK[1]))):.1e})")  # fmt: skip
     if args.accuracy:
         accuracy(sc, ts, run_fwd, q, qd)
 

@@ -79,6 +79,20 @@ def test_gradient_matches_finite_differences(tmp_path):
     assert analytic == pytest.approx(fd, rel=2e-3)
 
 
+def test_tuning_stores_every_step_only_where_the_samples_fit():
+    """Reverse mode keeps a checkpoint a step for the shipped tuning sample (4 plants of the
+    arm's six states, 200 000 steps at most: about 100 MB) and falls back to diffrax's
+    binomial checkpoints where the samples' steps would not fit in `STORED_STEPS_BYTES`."""
+    from jaxmb.control.studies import SolverOptions
+    from jaxmb.control.tuning import STORED_STEPS_BYTES, tuning_adjoint
+
+    opts = SolverOptions()
+    assert tuning_adjoint(4, opts, 6).checkpoints == opts.max_steps
+    many = STORED_STEPS_BYTES // (opts.max_steps * 8 * 16) + 1  # one sample past the budget
+    assert tuning_adjoint(many - 1, opts, 6).checkpoints == opts.max_steps
+    assert tuning_adjoint(many, opts, 6).checkpoints is None
+
+
 class _Study(eqx.Module):
     """A stand-in study: what `tuning_provenance` reads of one is its array leaves."""
 
