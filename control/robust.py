@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from jaxmb.algorithms.dynamics import bias_forces, inverse_dynamics
-from jaxmb.multibody.checks import check_all_finite, checked
+from jaxmb.multibody.checks import check_all_finite, checked, not_positive
 from jaxmb.multibody.model import Model
 
 __all__ = ["RobustController", "filtered_error", "sat"]
@@ -49,7 +49,7 @@ def _positive(name, x, n):
     if x.ndim == 0:
         x = jnp.broadcast_to(x, (n,))
     return checked(
-        x, lambda v: ~(v > 0), f"RobustController.{name}: must be > 0 (diagonal gain)", (n,)
+        x, not_positive, f"RobustController.{name}: must be > 0 and finite (diagonal gain)", (n,)
     )
 
 

@@ -58,7 +58,7 @@ from jaxmb.actuators.hydraulics import signed_sqrt
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.algorithms.terms import forward_from_state
 from jaxmb.algorithms.tree_dynamics import augmented_state
-from jaxmb.multibody.checks import checked
+from jaxmb.multibody.checks import checked, not_positive
 from jaxmb.simulation import desired_state
 from jaxmb.vdc import M_A, VDCChain, chain_bodies, required_forces
 from jaxmb.vdc.bodies import body_gains, body_required_forces
@@ -69,7 +69,7 @@ __all__ = ["VDCController", "VDCTerms", "virtual_stability"]
 def _gain(name: str, x, shape):
     x = jnp.asarray(x, dtype=float)
     x = jnp.broadcast_to(x, shape) if x.ndim == 0 else x
-    return checked(x, lambda v: ~(v > 0), f"VDCController.{name}: must be > 0", shape)
+    return checked(x, not_positive, f"VDCController.{name}: must be > 0 and finite", shape)
 
 
 class VDCTerms(eqx.Module):

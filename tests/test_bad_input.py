@@ -382,6 +382,7 @@ INERTIAS = {
         (jaxmb.multibody.model.rotation_improper, ROTATIONS),
         (jaxmb.multibody.model.inertia_unrealisable, INERTIAS),
         (jaxmb.multibody.checks.not_finite, {**ROTATIONS, **INERTIAS}),
+        (jaxmb.multibody.checks.not_positive, {**ROTATIONS, **INERTIAS, "inf": np.array(np.inf)}),
     ],
 )
 def test_constructor_predicates_agree_in_numpy_and_in_jax(predicate, cases):
@@ -393,7 +394,7 @@ def test_constructor_predicates_agree_in_numpy_and_in_jax(predicate, cases):
             on_host = predicate(x)
         assert isinstance(on_host, np.ndarray | np.bool_), name  # no JAX operation ran
         np.testing.assert_array_equal(on_host, np.asarray(jax.jit(predicate)(jnp.asarray(x))))
-        if predicate is not jaxmb.multibody.checks.not_finite:
+        if predicate.__name__ in ("rotation_improper", "inertia_unrealisable"):
             good = name in ("proper", "within round-off", "realisable", "thin rod")
             assert bool(on_host) is not good, name
 
@@ -424,6 +425,39 @@ def test_concrete_checks_compile_nothing():
         jaxmb.Frame("a", "S", rotation=ROTATIONS["overflowing"])
     with pytest.raises(ValueError, match="body 'b': inertia"):
         jaxmb.Body("b", "a", 2.0, [0.1, 0, 0], np.diag([1.5e308] * 3))
+
+
+def _infinite_parameter_cases():
+    from jaxmb.actuators.hydraulics import BAR, Cylinder, StribeckFriction, Valve
+    from jaxmb.constraints.impact import Particle
+    from jaxmb.models.series_parallel import TriangleLoop
+    from jaxmb.simulation import QuinticWaypoints
+
+    inf = math.inf
+    return [
+        (lambda: jaxmb.Body("b", "a", inf, [0.1, 0, 0], INERTIAS["realisable"]),
+         "body 'b': mass must be > 0 and finite"),
+        (lambda: Cylinder(inf, 5e-4, 0.5, 1e-4, 1e-4, 1e9), "Cylinder: area_a"),
+        (lambda: Cylinder(1e-3, 5e-4, 0.5, 1e-4, 1e-4, 1e9, c_int=inf), "Cylinder: c_int"),
+        # a datasheet's zero pressure drop made every flow coefficient infinite, and the plant's
+        # first flow NaN
+        (lambda: Valve.from_datasheet(1e-3, 0.0, 180 * BAR, 2 * BAR), "Valve: c_pa"),
+        (lambda: StribeckFriction(100.0, 150.0, 0.01, 10.0, inf), "StribeckFriction: v_eps"),
+        (lambda: TriangleLoop(L0=inf), "TriangleLoop: L0"),
+        (lambda: Particle(inf, [0, 0, 0], [0, 0, 0]), "Particle.mass"),
+        (lambda: QuinticWaypoints([[0.0], [1.0]], segment_time=inf), "segment_time"),
+        (lambda: jaxmb.control.RobustController(jaxmb.models.series_parallel_3dof(), 1.0, inf,
+                                                50.0, 1e-4), "RobustController.K"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_infinite_parameters_are_refused_by_name(case):
+    """Parameters documented as "> 0 and finite" refuse +inf at construction (their checks were
+    ``~(x > 0)``, which +inf passes), naming the parameter."""
+    make, message = _infinite_parameter_cases()[case]
+    with pytest.raises(ValueError, match=f"{message}.*got \\[?inf"):
+        make()
 
 
 def test_arm_domain_matches_its_docstring():

@@ -177,7 +177,9 @@ def test_tune_cli_writes_crane_gains_that_montecarlo_and_simulate_load(tuned, ca
         main(["simulate", "--machine", "crane", "--gains", str(arm), "--out", str(out / "sim")])
     bad = out / "bad_gains.json"
     study_config.write_gains(bad, "crane", {"lam": [-1.0, 2.0]})
-    with pytest.raises(SystemExit, match=r"VDCController.lam: must be > 0; got \[-1.0, 2.0\]"):
+    with pytest.raises(
+        SystemExit, match=r"VDCController.lam: must be > 0 and finite; got \[-1.0, 2.0\]"
+    ):
         main(["simulate", "--machine", "crane", "--gains", str(bad), "--out", str(out / "sim")])
     with pytest.raises(SystemExit, match="--gains: the replay of --commands has no controller"):
         main(["simulate", "--machine", "crane", "--gains", str(out / "gains.json"),

@@ -41,7 +41,7 @@ from jaxmb.algorithms.dynamics import (
 )
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_bias, constraint_jacobian
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
-from jaxmb.multibody.checks import checked
+from jaxmb.multibody.checks import checked, not_nonnegative, not_positive
 from jaxmb.multibody.model import Model
 
 __all__ = ["FlexibleJointPlant", "RotorLoaded", "rigid_limit"]
@@ -49,9 +49,9 @@ __all__ = ["FlexibleJointPlant", "RotorLoaded", "rigid_limit"]
 
 def _positive(name, x, shape, allow_zero=False):
     x = jnp.broadcast_to(jnp.asarray(x, dtype=float), shape)
-    bad = (lambda v: ~(v >= 0)) if allow_zero else (lambda v: ~(v > 0))
+    bad = not_nonnegative if allow_zero else not_positive
     what = ">= 0" if allow_zero else "> 0"
-    return checked(x, bad, f"FlexibleJointPlant: {name} must be {what}", shape)
+    return checked(x, bad, f"FlexibleJointPlant: {name} must be {what} and finite", shape)
 
 
 class FlexibleJointPlant(AbstractPlant):

@@ -26,7 +26,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import check_coordinates, checked, finite_inputs, not_finite
+from jaxmb.multibody.checks import (
+    check_coordinates,
+    checked,
+    finite_inputs,
+    not_finite,
+    not_nonnegative,
+    not_positive,
+)
 from jaxmb.multibody.kinematics import resolve_frame, world_transforms
 from jaxmb.multibody.model import WORLD, Model
 from jaxmb.multibody.spatial import small_matmul
@@ -47,7 +54,7 @@ BAR = 1e5  # Pa
 
 
 def _positive(owner: str, name: str, x, allow_zero: bool = False):
-    bad = (lambda v: ~(v >= 0)) if allow_zero else (lambda v: ~(v > 0))
+    bad = not_nonnegative if allow_zero else not_positive
     rel = ">= 0" if allow_zero else "> 0"
     return checked(x, bad, f"{owner}: {name} must be {rel} and finite", ())
 

@@ -32,7 +32,13 @@ from jaxmb.algorithms.terms import forward_from_state
 from jaxmb.algorithms.tree_dynamics import AugmentedState, augmented_state, map_and_jacobian
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_force
 from jaxmb.constraints.projection import forward_dynamics as projected_forward_dynamics
-from jaxmb.multibody.checks import check_all_finite, check_coordinates, checked, not_finite
+from jaxmb.multibody.checks import (
+    check_all_finite,
+    check_coordinates,
+    checked,
+    not_finite,
+    not_positive,
+)
 from jaxmb.multibody.kinematics import frame_transforms
 from jaxmb.multibody.model import Model
 
@@ -350,7 +356,7 @@ class ForceSensedPlant(AbstractPlant):
                 f"ForceSensedPlant: system must be a ConstrainedSystem, got {type(system).__name__}"
             )
         self.system = system
-        self.tau = checked(tau, lambda x: ~(x > 0), "ForceSensedPlant: tau must be > 0 s", ())
+        self.tau = checked(tau, not_positive, "ForceSensedPlant: tau must be > 0 s and finite", ())
 
     @property
     def model(self) -> Model:

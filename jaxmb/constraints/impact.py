@@ -36,7 +36,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxmb.algorithms.dynamics import mass_matrix
 from jaxmb.constraints.projection import ConstrainedSystem, constraint_jacobian
-from jaxmb.multibody.checks import check_finite, checked
+from jaxmb.multibody.checks import check_finite, checked, not_positive
 from jaxmb.multibody.kinematics import frame_pose
 from jaxmb.multibody.model import Model
 
@@ -90,7 +90,10 @@ class Particle(eqx.Module):
 
     def __init__(self, mass, position, velocity, t0=0.0, gravity=(0.0, 0.0, 0.0)):
         self.mass = checked(
-            jnp.asarray(mass, dtype=float), lambda m: ~(m > 0), "Particle.mass: must be > 0 kg", ()
+            jnp.asarray(mass, dtype=float),
+            not_positive,
+            "Particle.mass: must be > 0 kg and finite",
+            (),
         )
         for name in ("position", "velocity", "gravity"):
             x = check_finite(jnp.asarray(locals()[name], dtype=float), f"Particle.{name}")

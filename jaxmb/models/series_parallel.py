@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxmb.constraints.projection import ConstrainedSystem, PointCoincidence
-from jaxmb.multibody.checks import checked, runtime_check
+from jaxmb.multibody.checks import checked, not_positive, runtime_check
 from jaxmb.multibody.model import Body, CoordinateMap, Frame, Model
 from jaxmb.multibody.spatial import rot_x
 from jaxmb.vdc.chain import VDCChain
@@ -75,8 +75,8 @@ class TriangleLoop(CoordinateMap):
     names: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(self, L0=L0, l0=l0, full: bool = False):
-        self.L0 = checked(L0, lambda x: ~(x > 0), "TriangleLoop: L0 must be > 0 and finite", ())
-        self.l0 = checked(l0, lambda x: ~(x > 0), "TriangleLoop: l0 must be > 0 and finite", ())
+        self.L0 = checked(L0, not_positive, "TriangleLoop: L0 must be > 0 and finite", ())
+        self.l0 = checked(l0, not_positive, "TriangleLoop: l0 must be > 0 and finite", ())
         self.full = full
         self.names = ("phi", "theta", "delta")
 

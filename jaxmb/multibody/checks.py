@@ -327,6 +327,17 @@ def not_finite(x):
     return ~array_namespace(x).isfinite(x)
 
 
+def not_positive(x):
+    """Not a finite number > 0: zero, negative, NaN or infinite (``~(x > 0)`` alone lets
+    +inf pass, and an infinite parameter gives NaN at the first use)."""
+    return not_finite(x) | ~(x > 0)
+
+
+def not_nonnegative(x):
+    """Not a finite number >= 0."""
+    return not_finite(x) | ~(x >= 0)
+
+
 def check_coordinates(model, x, name: str = "q", finite: bool = True):
     """``x`` as one value per minimal coordinate of ``model`` (a `jaxmb.Model`; shape ``(n,)``,
     else a ``ValueError`` that lists the coordinates), checked finite unless ``finite=False``

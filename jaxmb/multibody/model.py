@@ -30,7 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxmb.multibody.checks import array_namespace, checked, describe, not_finite
+from jaxmb.multibody.checks import (
+    array_namespace,
+    checked,
+    describe,
+    not_finite,
+    not_nonnegative,
+    not_positive,
+)
 
 __all__ = [
     "WORLD",
@@ -157,11 +164,11 @@ class Body(eqx.Module):
         self.physical = physical
         if physical:
             self.mass = checked(
-                mass, lambda m: ~(m > 0), f"body {name!r}: mass must be > 0 and finite", ()
+                mass, not_positive, f"body {name!r}: mass must be > 0 and finite", ()
             )
         else:
             self.mass = checked(
-                mass, lambda m: ~(m >= 0), f"body {name!r}: mass must be >= 0 and finite", ()
+                mass, not_nonnegative, f"body {name!r}: mass must be >= 0 and finite", ()
             )
         self.com = checked(com, not_finite, f"body {name!r}: com must be finite", (3,))
         if physical:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import checked, not_finite
+from jaxmb.multibody.checks import checked, not_finite, not_positive
 
 __all__ = ["Reference", "SinusoidReference", "QuinticWaypoints", "desired_state", "start_position"]
 
@@ -81,7 +81,10 @@ class QuinticWaypoints(Reference):
             )
         self.waypoints = jnp.asarray(w)
         self.segment_time = checked(
-            segment_time, lambda x: ~(x > 0), "QuinticWaypoints: segment_time must be > 0 s", ()
+            segment_time,
+            not_positive,
+            "QuinticWaypoints: segment_time must be > 0 s and finite",
+            (),
         )
         self.t_start = checked(t_start, not_finite, "QuinticWaypoints: t_start must be finite", ())
 

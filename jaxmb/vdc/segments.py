@@ -5,7 +5,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import checked, not_finite
+from jaxmb.multibody.checks import checked, not_finite, not_positive
 from jaxmb.multibody.model import rotation_improper
 from jaxmb.multibody.spatial import rot_z
 from jaxmb.vdc.rigid_body import X_F, Y_F, Z_R, RigidBody, U_apply, UT_apply, zero_body
@@ -32,7 +32,7 @@ __all__ = [
 
 
 def _positive(name: str):
-    return lambda x: checked(x, lambda v: ~(v > 0), f"{name} must be > 0 and finite", ())
+    return lambda x: checked(x, not_positive, f"{name} must be > 0 and finite", ())
 
 
 class RevoluteSegment(eqx.Module):
