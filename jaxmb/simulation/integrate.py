@@ -599,6 +599,19 @@ _chunk_saved = saved(_chunk_solve)
 start_state = saved(_start)
 
 
+@eqx.filter_jit
+def _command(controller, kind: str, t, y, desired, c):
+    """The controller's command (and the rate of its state), a traced function of its own: the
+    closed loop's field is traced several times (diffrax's shape checks, its loop's state, the
+    step, the commands at the saves), and a jitted call is traced once for them all (its
+    jaxpr cached by JAX for equal argument types)."""
+    if kind == "stateful":
+        return controller(t, y, desired, c)
+    if kind == "actuated":
+        return controller(t, y, desired), c
+    return controller(t, y[0], y[1], desired), c
+
+
 class _ClosedLoop(eqx.Module):
     """The closed loop `_simulate_with_states` integrates, as a pytree: plant, controller,
     reference, disturbance and state scale are its fields, its vector field and its trajectory
@@ -643,12 +656,12 @@ class _ClosedLoop(eqx.Module):
 
     def command_at(self, t, yp, c):
         desired = self.desired_at(t)
-        if self.stateful:
-            u, dc = self.controller(t, self.as_dict(yp), desired, c)
-        elif self.actuated:
-            u, dc = self.controller(t, yp, desired), c
-        else:
-            u, dc = self.controller(t, yp[0], yp[1], desired), c
+        kind = "stateful" if self.stateful else "actuated" if self.actuated else "mechanical"
+        # t as a float64 array, so that every caller (diffrax's shape checks at a Python t0,
+        # the step, the saves) meets one signature of `_command`
+        t = jnp.asarray(t, dtype=float)
+        u, dc = _command(self.controller, kind, t, self.as_dict(yp) if self.stateful else yp,
+                         desired, c)  # fmt: skip
         return jnp.asarray(u), dc, desired
 
     def vector_field(self, t, y, args):
