@@ -38,7 +38,7 @@ from jaxmb.multibody.checks import (
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.command_table import CommandTable
-from jaxmb.simulation.controller import AbstractStatefulController
+from jaxmb.simulation.controller import AbstractStatefulController, command
 from jaxmb.simulation.disturbances import Disturbance
 from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, ProjectedSolver
 from jaxmb.simulation.references import desired_state
@@ -599,19 +599,6 @@ _chunk_saved = saved(_chunk_solve)
 start_state = saved(_start)
 
 
-@eqx.filter_jit
-def _command(controller, kind: str, t, y, desired, c):
-    """The controller's command (and the rate of its state), a traced function of its own: the
-    closed loop's field is traced several times (diffrax's shape checks, its loop's state, the
-    step, the commands at the saves), and a jitted call is traced once for them all (its
-    jaxpr cached by JAX for equal argument types)."""
-    if kind == "stateful":
-        return controller(t, y, desired, c)
-    if kind == "actuated":
-        return controller(t, y, desired), c
-    return controller(t, y[0], y[1], desired), c
-
-
 class _ClosedLoop(eqx.Module):
     """The closed loop `_simulate_with_states` integrates, as a pytree: plant, controller,
     reference, disturbance and state scale are its fields, its vector field and its trajectory
@@ -658,10 +645,10 @@ class _ClosedLoop(eqx.Module):
         desired = self.desired_at(t)
         kind = "stateful" if self.stateful else "actuated" if self.actuated else "mechanical"
         # t as a float64 array, so that every caller (diffrax's shape checks at a Python t0,
-        # the step, the saves) meets one signature of `_command`
+        # the step, the saves) meets one signature of the traced `command`
         t = jnp.asarray(t, dtype=float)
-        u, dc = _command(self.controller, kind, t, self.as_dict(yp) if self.stateful else yp,
-                         desired, c)  # fmt: skip
+        u, dc = command(self.controller, kind, t, self.as_dict(yp) if self.stateful else yp,
+                        desired, c)  # fmt: skip
         return jnp.asarray(u), dc, desired
 
     def vector_field(self, t, y, args):

@@ -39,6 +39,7 @@ from jaxmb.constraints.projection import ConstrainedSystem
 from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
+from jaxmb.simulation.controller import command
 from jaxmb.simulation.integrate import call_compiled, start_state
 from jaxmb.simulation.references import desired_state
 
@@ -257,10 +258,12 @@ class _SampledLoop(eqx.Module):
 
     def command(self, t, y):
         desired = self.desired_at(t)
+        # one traced controller for the shape check, the loop and its last iteration
+        t = jnp.asarray(t, dtype=float)
         if self.actuated:
-            u = self.controller(t, y, desired)
+            u, _ = command(self.controller, "actuated", t, y, desired, None)
         else:
-            u = self.controller(t, y["q"], y["qd"], desired)
+            u, _ = command(self.controller, "mechanical", t, (y["q"], y["qd"]), desired, None)
         return jnp.asarray(u, dtype=float), desired
 
     def field(self, t, ys, u):
