@@ -26,7 +26,7 @@ from jaxmb.constraints.projection import (
     projected_terms,
 )
 from jaxmb.constraints.pseudo_inverse import pinv
-from jaxmb.multibody.checks import checked
+from jaxmb.multibody.checks import checked, not_nonnegative
 from jaxmb.simulation import AbstractStatefulController
 
 __all__ = [
@@ -275,8 +275,12 @@ class HybridForceControl(AbstractStatefulController):
 
     def __init__(self, pidc, force_d, G_F, G_I):
         self.pidc, self.force_d = pidc, force_d
-        self.G_F = checked(G_F, lambda g: ~(g >= 0), "HybridForceControl: G_F must be >= 0", ())
-        self.G_I = checked(G_I, lambda g: ~(g >= 0), "HybridForceControl: G_I must be >= 0", ())
+        self.G_F = checked(
+            G_F, not_nonnegative, "HybridForceControl: G_F must be >= 0 and finite", ()
+        )
+        self.G_I = checked(
+            G_I, not_nonnegative, "HybridForceControl: G_I must be >= 0 and finite", ()
+        )
 
     def init(self, t0, y0, desired0):
         del t0, desired0

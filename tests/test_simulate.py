@@ -65,6 +65,24 @@ def test_damped_oscillator_matches_closed_form(solver):
     assert tr.coordinate_names == ("x",) and bool(tr.success)
 
 
+def test_the_controller_is_traced_once_per_simulation():
+    """A simulation asks its controller through one jitted call
+    (`jaxmb.simulation.controller.command`): diffrax's shape checks, its loop's state, the step
+    and the commands at the saves all reuse one trace (the crane's VDC took a second a trace,
+    five of them a closed loop), and the run is the same closed form."""
+    k, c, calls = 50.0, 2.0, []
+
+    def counted(t, q, qd, desired):
+        calls.append(t)
+        return -k * q - c * qd
+
+    ts = jnp.linspace(0.0, 3.0, 31)
+    tr = simulate(slider(), counted, ZERO_REF, jnp.array([1.0]), jnp.array([0.0]), ts,
+                  rtol=1e-10, atol=1e-12)  # fmt: skip
+    _check_damped_oscillator(tr, ts, k, c)
+    assert len(calls) == 1
+
+
 def test_the_progress_bar_runs_the_solve_in_chunks_to_the_same_solution(capsys):
     """``progress=True`` outside jit: the solve runs as `jaxmb.simulation.integrate.CHUNKS` calls of one
     compiled program with the bar moved between them (no host callback in the program, so the

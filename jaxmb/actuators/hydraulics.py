@@ -305,7 +305,11 @@ class Valve(eqx.Module):
         pressure drop ``dp_nom`` (Pa) per notch (one metering edge) at the command ``u_nom``
         (V): ``c = q_nom / (u_nom sqrt(dp_nom))`` on all four edges (the spec's rule).
         E.g. NG6, 40 l/min at 35 bar: ``Valve.from_datasheet(40e-3/60, 35e5, 185e5, 10e5)``."""
+        rating = {"q_nom": q_nom, "dp_nom": dp_nom, "u_nom": u_nom}
+        rating = {k: _positive("Valve.from_datasheet", k, v) for k, v in rating.items()}
         xp = jnp if any(isinstance(x, jax.Array) for x in (q_nom, dp_nom, u_nom)) else np
+        if xp is jnp:  # a traced rating is checked at run time: the checked values must be used
+            q_nom, dp_nom, u_nom = rating["q_nom"], rating["dp_nom"], rating["u_nom"]
         with np.errstate(all="ignore"):  # as JAX: a bad rating gives inf or NaN, refused below
             c = xp.asarray(q_nom, float) / (xp.asarray(u_nom, float) * xp.sqrt(dp_nom))
         return cls(c, c, c, c, p_s, p_r, **options)

@@ -37,6 +37,7 @@ from jaxmb.multibody.checks import (
     check_coordinates,
     checked,
     not_finite,
+    not_nonnegative,
     not_positive,
 )
 from jaxmb.multibody.kinematics import frame_transforms
@@ -154,7 +155,9 @@ class HydraulicPlant(AbstractPlant):
         for c in self.direct:
             model.coordinate(c)  # raises for an unknown name
         self.p_cavitation = checked(p_cavitation, not_finite, "HydraulicPlant: p_cavitation", ())
-        self.p_margin = checked(p_margin, lambda x: ~(x >= 0), "HydraulicPlant: p_margin", ())
+        self.p_margin = checked(
+            p_margin, not_nonnegative, "HydraulicPlant: p_margin must be >= 0 and finite", ()
+        )
 
     @property
     def actuator_names(self) -> tuple[str, ...]:

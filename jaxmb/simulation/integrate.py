@@ -199,8 +199,9 @@ def simulate(
         adjoint: how reverse mode differentiates the solve; default diffrax's
             ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ~ log(max_steps)).
             ``RecursiveCheckpointAdjoint(checkpoints=max_steps)`` stores every step: on the
-            Section IV gradient 0.6x the compile and 0.8x the run, for about 130 bytes a step
-            (27 MB at the default ``max_steps``, times the batch under vmap; see
+            Section IV gradient 0.6x the compile and 0.8x the run, for about
+            ``8 (2 n_state + 4)`` bytes a step (133 measured for the arm's six states: 27 MB at
+            the default ``max_steps``), times the batch under vmap; see
             scripts/bench_simulate.py and `jaxmb.control.tuning.tuning_adjoint`). ``diffrax.ForwardMode()``
             for forward mode (`jax.jacfwd`); for a plant with actuators
             `jaxmb.simulation.sensitivities.SharedJacobianForwardMode()` shares one state
@@ -314,13 +315,13 @@ def simulate(
     if isinstance(solver, RK4) and fixed_step is None:
         raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
     if fixed_step is not None:
-        if not fixed_step > 0:
-            raise ValueError(f"simulate: fixed_step must be > 0 s, got {fixed_step}")
+        if not (fixed_step > 0 and np.isfinite(fixed_step)):
+            raise ValueError(f"simulate: fixed_step must be > 0 s and finite, got {fixed_step}")
         controller_ = diffrax.ConstantStepSize()
         dt0 = fixed_step
     else:
-        if dtmin is not None and not dtmin > 0:
-            raise ValueError(f"simulate: dtmin must be > 0 s, got {dtmin}")
+        if dtmin is not None and not (dtmin > 0 and np.isfinite(dtmin)):
+            raise ValueError(f"simulate: dtmin must be > 0 s and finite, got {dtmin}")
         controller_ = diffrax.PIDController(
             rtol=rtol, atol=atol, jump_ts=jump_ts, dtmin=dtmin, force_dtmin=dtmin is None
         )
@@ -340,8 +341,9 @@ def simulate(
         )  # fmt: skip
 
     def loads(t, q, qd):
+        t = jnp.asarray(t, dtype=float)  # one signature of the traced `command` for all callers
         desired = desired_at(t)
-        Q_a = controller(t, q, qd, desired)
+        Q_a, _ = command(controller, "mechanical", t, (q, qd), desired, None)
         return Q_a, desired
 
     out = _controller_output(
@@ -642,11 +644,11 @@ class _ClosedLoop(eqx.Module):
         return desired_state(self.reference, t)
 
     def command_at(self, t, yp, c):
+        # t as a float64 array, so that every caller (diffrax's shape checks at a Python t0,
+        # the step, the saves) meets one signature of the traced `command`, desired included
+        t = jnp.asarray(t, dtype=float)
         desired = self.desired_at(t)
         kind = "stateful" if self.stateful else "actuated" if self.actuated else "mechanical"
-        # t as a float64 array, so that every caller (diffrax's shape checks at a Python t0,
-        # the step, the saves) meets one signature of the traced `command`
-        t = jnp.asarray(t, dtype=float)
         u, dc = command(self.controller, kind, t, self.as_dict(yp) if self.stateful else yp,
                         desired, c)  # fmt: skip
         return jnp.asarray(u), dc, desired

@@ -257,9 +257,9 @@ class _SampledLoop(eqx.Module):
         return desired_state(self.reference, t)
 
     def command(self, t, y):
-        desired = self.desired_at(t)
         # one traced controller for the shape check, the loop and its last iteration
         t = jnp.asarray(t, dtype=float)
+        desired = self.desired_at(t)
         if self.actuated:
             u, _ = command(self.controller, "actuated", t, y, desired, None)
         else:

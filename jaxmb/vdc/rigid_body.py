@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxmb.multibody.checks import checked, not_finite
+from jaxmb.multibody.checks import checked, not_finite, not_nonnegative
 from jaxmb.multibody.model import Body, inertia_unrealisable
 from jaxmb.multibody.spatial import skew
 
@@ -99,7 +99,7 @@ class RigidBody(eqx.Module):
     inertia: Float[Array, "3 3"]
 
     def __init__(self, mass=0.0, com=(0.0, 0.0, 0.0), inertia=None):
-        self.mass = checked(mass, lambda m: ~(m >= 0), "RigidBody: mass must be >= 0", ())
+        self.mass = checked(mass, not_nonnegative, "RigidBody: mass must be >= 0 and finite", ())
         self.com = checked(com, not_finite, "RigidBody: com must be finite", (3,))
         self.inertia = checked(
             jnp.zeros((3, 3)) if inertia is None else inertia,
