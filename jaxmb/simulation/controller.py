@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax.numpy as jnp
 
 __all__ = ["AbstractStatefulController", "command"]
 
@@ -27,7 +28,6 @@ class AbstractStatefulController(eqx.Module):
     def __call__(self, t, y: dict, desired, c): ...
 
 
-@eqx.filter_jit
 def command(controller, kind: str, t, y, desired, c):
     """``(command, dc/dt)`` of ``controller`` at ``t``: ``kind`` is ``"stateful"`` (``y`` the
     state dict, ``c`` the controller's state), ``"actuated"`` (``y`` an `AbstractPlant`'s state
@@ -36,11 +36,16 @@ def command(controller, kind: str, t, y, desired, c):
     A traced function of its own: a simulation traces its controller several times (diffrax's
     shape checks, its loop's state, the step, the commands at the saves), and JAX traces a
     jitted call once for all calls of equal argument types (the crane's VDC closed loop traced
-    and lowered in 2.8-3.1 s instead of 6.8-7.1 s; docs/performance.md). Pass ``t`` as a
-    float64 array: a Python float is weakly typed, another signature. So a controller is a
+    and lowered in 2.8-3.1 s instead of 6.8-7.1 s; docs/performance.md). ``t`` is made a float
+    array before the call: a Python float is weakly typed, another signature. So a controller is a
     pure function of its arguments: JAX keeps its first trace for a controller of the same
     static parts, and what varies between runs must be an array leaf (an equinox module's
     field), not a global or a closure's Python value."""
+    return _traced_command(controller, kind, jnp.asarray(t, dtype=float), y, desired, c)
+
+
+@eqx.filter_jit
+def _traced_command(controller, kind: str, t, y, desired, c):
     if kind == "stateful":
         return controller(t, y, desired, c)
     if kind == "actuated":
