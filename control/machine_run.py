@@ -71,11 +71,17 @@ def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False
     same shapes (all three are arguments; weak types made strong, `strong_types`, so that a
     file's payload and a sampled one share the program), solver failures returned, not
     raised."""
-    return _closed_loop_run(*strong_types((plant, controller, ts)), progress=progress)
+    # a plant that is the controller's model travels once, as the controller's (None here),
+    # so that the program knows it is and makes one kinematic pass a state for both
+    # (`jaxmb.simulation.controller.shares_pass`); a flattened copy would be another object
+    same = controller.plant is plant
+    plant, controller, ts = strong_types((None if same else plant, controller, ts))
+    return _closed_loop_run(plant, controller, ts, progress=progress)
 
 
 @saved
 def _closed_loop_run(plant, controller, ts, progress):
+    plant = controller.plant if plant is None else plant
     return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
 
 

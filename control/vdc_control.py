@@ -55,8 +55,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from jaxmb.actuators.hydraulics import signed_sqrt
-from jaxmb.actuators.plant import HydraulicPlant
-from jaxmb.algorithms.terms import forward_from_state
+from jaxmb.actuators.plant import HydraulicPlant, MechanicsPass
 from jaxmb.algorithms.tree_dynamics import augmented_state
 from jaxmb.multibody.checks import checked, not_positive
 from jaxmb.simulation import desired_state
@@ -177,20 +176,22 @@ class VDCController(eqx.Module):
 
     def terms(self, t, y) -> VDCTerms:
         """Evaluate the law at time t for the measured state dict ``y``."""
-        q, qd, act = y["q"], y["qd"], y["actuators"]
-        plant = self.plant
+        # one kinematic pass at (q, qd) serves the pistons and the model's acceleration
+        return self.terms_from(t, y, self.plant.mechanics_pass(y))
+
+    def terms_from(self, t, y, mech: MechanicsPass) -> VDCTerms:
+        """`terms` from the kinematic pass and acceleration of the controller's model at the
+        measured state: its own (`terms`), or the simulated plant's where that plant is the
+        controller's model (the closed loop then makes one pass a state, not two)."""
+        act, acts = y["actuators"], self.plant.actuators
         t = jnp.asarray(t, float)
-        # one kinematic pass at (q, qd) serves the pistons and the model's acceleration; the
-        # required forces and their rate then come from one forward-mode pass along
-        # (1, qd, qdd_hat), whose primal repeats that kinematics (XLA computes it once)
-        state = augmented_state(plant.model, q, qd)
-        x, xd, J = plant.pistons_at(state)
-        acts = plant.actuators
+        q, qd = mech.state.q, mech.state.qd
+        x, xd, qdd_hat = mech.x, mech.xd, mech.qdd
         p_a = jnp.stack([act[a.name]["p_a"] for a in acts])
         p_b = jnp.stack([act[a.name]["p_b"] for a in acts])
         f_p = jnp.stack([a.cylinder.force(p_a[i], p_b[i]) for i, a in enumerate(acts)])
-        f_net = jnp.stack([a.force(xd[i], act[a.name], x[i]) for i, a in enumerate(acts)])
-        qdd_hat = forward_from_state(plant.model, state, J.T @ f_net)  # the model's acceleration
+        # the required forces and their rate from one forward-mode pass along
+        # (1, qd, qdd_hat), whose primal repeats the kinematics (XLA computes it once)
         (f_pr, xd_r), (fdot_pr, _), (v, dV) = jax.jvp(
             self._required, (t, q, qd), (jnp.ones_like(t), qd, qdd_hat), has_aux=True
         )  # xd_r's rate is unused: XLA drops it
@@ -231,6 +232,11 @@ class VDCController(eqx.Module):
     def __call__(self, t, y, desired=None):
         del desired  # the law differentiates its own reference (it needs the third derivative)
         return self.terms(t, y).u
+
+    def command_from(self, t, y, mech: MechanicsPass):
+        """`__call__` from ``mech``, the `MechanicsPass` of the controller's model at ``y``:
+        what a closed loop on that very plant shares with its vector field."""
+        return self.terms_from(t, y, mech).u
 
 
 def virtual_stability(

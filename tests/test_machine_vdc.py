@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
@@ -21,6 +22,9 @@ from jaxmb.control.machine_run import closed_loop_run, machine_controller
 from jaxmb.io.machine import load_machine
 from jaxmb.models.crane import abcd_reference, crane_chain
 from jaxmb.multibody.checks import failures_as_nan
+from jaxmb.simulation import integrate
+from jaxmb.simulation.controller import one_pass_field, shares_pass
+from jaxmb.simulation.disturbances import Disturbance
 from jaxmb.vdc import M_A, chain_bodies, required_forces
 from jaxmb.vdc.bodies import body_gains, body_required_forces, body_required_forces_by_jacobians
 
@@ -99,6 +103,48 @@ def test_crane_file_holds_the_spec_task_and_the_crane_gains():
     ref = m.task.reference()
     for t in np.linspace(0.0, 18.0, 73):
         np.testing.assert_allclose(ref(jnp.asarray(t)), abcd_reference()(jnp.asarray(t)))
+
+
+class _OnePass(Exception):
+    """Raised by a spy where a closed loop's trace takes the one-pass field."""
+
+
+def test_one_kinematic_pass_serves_the_plant_and_its_own_controller(monkeypatch):
+    """Issue 28 point 3: a closed loop whose plant is the controller's model makes one
+    kinematic pass a state for both (`one_pass_field`): the plant's vector field under the
+    controller's command, as the two computed apart give it. Only then: a plant of equal values
+    that is another object (a sampled plant, which the controller does not know), direct
+    commands or a disturbance make the plant's acceleration another than the controller's
+    model predicts. `jaxmb simulate`'s compiled run keeps the plant the controller's."""
+    machine = load_machine(KNUCKLE)
+    plant = machine.plant
+    ctrl = machine_controller(machine, plant)
+    none = Disturbance()
+    assert shares_pass(plant, ctrl, none)
+    assert not shares_pass(jax.tree.map(lambda x: x, plant), ctrl, none)  # another object
+    assert not shares_pass(plant, ctrl, Disturbance(forces=lambda t: jnp.zeros(plant.n)))
+    assert not shares_pass(plant, ctrl, Disturbance(wrenches={"boom": lambda t: jnp.zeros(6)}))
+    assert not shares_pass(plant, lambda t, y, desired: jnp.zeros(3), none)  # no such law
+    # at a moving state off the task, every pressure off its holding value
+    rng = np.random.default_rng(5)
+    q0 = jnp.asarray(machine.task.reference()(jnp.asarray(0.0))) + 0.01
+    y = plant.initial_state(q0, jnp.asarray(rng.normal(size=plant.n)) * 0.1)
+    y = jax.tree.map(lambda x: x * (1 + 0.05 * rng.normal(size=x.shape)), y)
+    dy, u = eqx.filter_jit(one_pass_field)(plant, ctrl, 0.7, y)
+    u2 = eqx.filter_jit(lambda c, y: c(0.7, y))(ctrl, y)
+    dy2 = eqx.filter_jit(lambda p, y, u: p.vector_field(0.7, y, u))(plant, y, u2)
+    np.testing.assert_allclose(u, u2, rtol=1e-12, atol=1e-12 * float(jnp.abs(u2).max()))
+    for a, b in zip(jax.tree.leaves(dy), jax.tree.leaves(dy2), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * float(jnp.abs(b).max()))
+
+    # the loop's trace takes that field (a shape no other test compiles: traced, not loaded)
+    def spy(*args):
+        raise _OnePass
+
+    monkeypatch.setattr(integrate, "one_pass_field", spy)
+    ts = jnp.linspace(0.0, 0.01, 3)
+    with pytest.raises(_OnePass):
+        closed_loop_run(plant, ctrl, ts)
 
 
 def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):

@@ -46,6 +46,7 @@ from jaxmb.multibody.model import Model
 __all__ = [
     "AbstractPlant",
     "HydraulicPlant",
+    "MechanicsPass",
     "ForceSensedPlant",
     "limit_events",
     "events_summary",
@@ -102,6 +103,19 @@ class AbstractPlant(eqx.Module):
         integrates ``y / scale`` so that one pair of tolerances fits angles (rad) and
         pressures (Pa) alike; the default is 1 everywhere."""
         return jax.tree.map(jnp.ones_like, y)
+
+
+class MechanicsPass(eqx.Module):
+    """One kinematic pass of a `HydraulicPlant` at a state and what it gives: the augmented
+    state, the pistons and the acceleration under the actuators' forces. The plant's vector
+    field and a controller whose model is that plant (`control.vdc_control`) both need it, and
+    a closed loop computes it once a state for the two (`jaxmb.simulation.integrate`)."""
+
+    state: AugmentedState
+    x: Float[Array, " m"]  # piston positions, m
+    xd: Float[Array, " m"]  # piston velocities, m/s
+    J: Float[Array, "m n"]  # J_x = dx/dq
+    qdd: Float[Array, " n"]  # the acceleration under the actuators' forces (and the extras)
 
 
 class HydraulicPlant(AbstractPlant):
@@ -289,21 +303,34 @@ class HydraulicPlant(AbstractPlant):
         sensitivities, vmaps over segments and parameters) then trace it once and reuse it,
         where they traced every call (the output error's residual and Jacobian trace in about
         two thirds of the time, a second program in about 40 %; docs/performance.md)."""
-        q, qd, act = y["q"], y["qd"], y["actuators"]
-        # one kinematic pass: the coordinate map and its derivatives serve the pistons and the
-        # forward dynamics alike
-        state = augmented_state(self.model, q, qd)
-        x, xd, J = self.pistons_at(state)
         Q = self._direct_forces(command)
         if forces is not None:
             Q = Q + forces
-        rates = {}
+        return self.field_from(y, self.mechanics_pass(y, Q, wrenches), command)
+
+    def mechanics_pass(self, y: dict, extra=None, wrenches=None) -> MechanicsPass:
+        """`MechanicsPass` at the state ``y`` (unchecked): one kinematic pass, whose coordinate
+        map and derivatives serve the pistons and the forward dynamics alike, and the
+        acceleration under the actuators' net forces plus the generalized forces ``extra``
+        (direct commands, disturbances; default none) and ``wrenches``."""
+        q, qd, act = y["q"], y["qd"], y["actuators"]
+        state = augmented_state(self.model, q, qd)
+        x, xd, J = self.pistons_at(state)
+        Q = jnp.zeros(self.n, dtype=jnp.result_type(qd, float)) if extra is None else extra
         for i, a in enumerate(self.actuators):
-            s = act[a.name]
-            Q = Q + J[i] * a.force(xd[i], s, x[i])
-            rates[a.name] = a.state_rates(x[i], xd[i], command[i], s)
+            Q = Q + J[i] * a.force(xd[i], act[a.name], x[i])
         qdd = forward_from_state(self.model, state, Q, wrenches)
-        return {"q": qd, "qd": qdd, "actuators": rates}
+        return MechanicsPass(state, x, xd, J, qdd)
+
+    def field_from(self, y: dict, mech: MechanicsPass, command) -> dict:
+        """The vector field at ``y`` from its `MechanicsPass` ``mech`` (the actuators' state
+        rates under ``command``; the acceleration is ``mech``'s)."""
+        act = y["actuators"]
+        rates = {
+            a.name: a.state_rates(mech.x[i], mech.xd[i], command[i], act[a.name])
+            for i, a in enumerate(self.actuators)
+        }
+        return {"q": y["qd"], "qd": mech.qdd, "actuators": rates}
 
     def state_scale(self, y) -> dict:
         """Pressures in units of 1 bar, everything else (rad, m, m/s, V, bristle m) in 1:

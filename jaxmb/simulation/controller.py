@@ -9,7 +9,9 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 
-__all__ = ["AbstractStatefulController", "command"]
+from jaxmb.actuators.plant import HydraulicPlant, finite_state
+
+__all__ = ["AbstractStatefulController", "command", "one_pass_field", "shares_pass"]
 
 
 class AbstractStatefulController(eqx.Module):
@@ -51,3 +53,34 @@ def _traced_command(controller, kind: str, t, y, desired, c):
     if kind == "actuated":
         return controller(t, y, desired), c
     return controller(t, y[0], y[1], desired), c
+
+
+def shares_pass(plant, controller, dist) -> bool:
+    """Whether a closed loop of ``plant`` under ``controller`` can make one kinematic pass a
+    state for both (`one_pass_field`): the controller's model *is* the plant (the same object:
+    a controller that believes other values, a sampled plant's, makes its own pass), it can
+    take the plant's pass (``command_from(t, y, mech)``, as `control.vdc_control`'s), and
+    nothing but the cylinders drives the plant (no direct commands, no disturbance), so that
+    the plant's acceleration is the one the controller's model predicts."""
+    return (
+        isinstance(plant, HydraulicPlant)
+        and getattr(controller, "plant", None) is plant
+        and callable(getattr(controller, "command_from", None))
+        and not plant.direct
+        and not dist.wrenches
+        and dist.forces is None
+    )
+
+
+@eqx.filter_jit
+def one_pass_field(plant: HydraulicPlant, controller, t, y) -> tuple[dict, object]:
+    """``(dy/dt, command)`` of a closed loop that `shares_pass`: the plant's kinematic pass
+    and acceleration (`HydraulicPlant.mechanics_pass`) serve the controller's law and the
+    plant's vector field, where each made its own (the crane's VDC loop: XLA:CPU launches a
+    kernel per operation, and the second pass cost as many as the plant's whole field). The
+    state and command are checked as the plant's `vector_field` checks them (`finite_state`).
+    A traced function of its own, as `command` (the same reasons)."""
+    mech = plant.mechanics_pass(y)
+    u = jnp.asarray(controller.command_from(jnp.asarray(t, dtype=float), y, mech))
+    y, u_checked = finite_state(y, u)
+    return plant.field_from(y, mech, u_checked), u

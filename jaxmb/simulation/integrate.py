@@ -38,7 +38,12 @@ from jaxmb.multibody.checks import (
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.command_table import CommandTable
-from jaxmb.simulation.controller import AbstractStatefulController, command
+from jaxmb.simulation.controller import (
+    AbstractStatefulController,
+    command,
+    one_pass_field,
+    shares_pass,
+)
 from jaxmb.simulation.disturbances import Disturbance
 from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, ProjectedSolver
 from jaxmb.simulation.references import desired_state
@@ -625,6 +630,7 @@ class _ClosedLoop(eqx.Module):
     corrector: ProjectedSolver | None  # a `ConstrainedSystem`'s drift correction at the saves
     inertia: str = eqx.field(static=True)
     shared: bool = eqx.field(static=True)  # the plant's field under `plant_field`
+    one_pass: bool = eqx.field(static=True, default=False)  # `controller.shares_pass`
 
     @property
     def actuated(self) -> bool:
@@ -658,6 +664,9 @@ class _ClosedLoop(eqx.Module):
         plant, n = self.plant, self.plant.n
         yp, c = y
         yp = jax.tree.map(jnp.multiply, yp, self.scale)
+        if self.one_pass:  # one kinematic pass for the plant and the controller
+            dyp, _ = one_pass_field(plant, self.controller, t, yp)
+            return jax.tree.map(jnp.divide, dyp, self.scale), c
         u, dc, _ = self.command_at(t, yp, c)
         forces = self.dist.forces_at(t, n)
         wrenches = self.dist.wrenches_at(t)
@@ -735,12 +744,14 @@ def _simulate_with_states(
     else:
         yp0 = (q0, qd0)
         scale = jax.tree.map(jnp.ones_like, yp0)
+    # forward-mode sensitivities that share one state Jacobian among their columns, where the
+    # adjoint asks for them (`jaxmb.simulation.sensitivities`)
+    shared_jacobian = actuated and isinstance(solve.adjoint, SharedJacobianForwardMode)
     loop = _ClosedLoop(
         plant, controller, reference, dist, jax.lax.stop_gradient(scale), yp0, jnp.zeros(0),
         None, inertia,
-        # forward-mode sensitivities that share one state Jacobian among their columns,
-        # where the adjoint asks for them (`jaxmb.simulation.sensitivities`)
-        actuated and isinstance(solve.adjoint, SharedJacobianForwardMode),
+        shared_jacobian,
+        not (stateful or shared_jacobian) and shares_pass(plant, controller, dist),
     )  # fmt: skip
     if stateful:
         c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
