@@ -277,6 +277,9 @@ class MachineStudy(_Study):
     plant: object
     ts: Float[Array, " T"]
     q0: Float[Array, " n"]
+    # no sampled parameter is geometry (`HydraulicPlant.kinematic_nodes`): every sample's
+    # plant has the nominal plant's kinematics, which are the controller's model's
+    kinematics_fixed: bool = eqx.field(static=True, default=False)
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -290,8 +293,18 @@ class MachineStudy(_Study):
         )
         return plant, q0 + e0
 
+    def controller_on(self, controller: VDCController, plant) -> VDCController:
+        """``controller`` (a VDC on the study's nominal plant, `machine_study`) for a sample's
+        ``plant``: where the study samples no geometry, its model reads the sample's very
+        geometry arrays, the same values, so that the closed loop makes one kinematic pass a
+        state for both (`jaxmb.simulation.controller.pass_sharing`); otherwise unchanged."""
+        if not self.kinematics_fixed:
+            return controller
+        return eqx.tree_at(lambda c: c.plant.kinematic_nodes(), controller, plant.kinematic_nodes())
+
     def run(self, controller: VDCController, values) -> dict[str, Array]:
         plant, q0 = self.realise(values)
+        controller = self.controller_on(controller, plant)
         o = self.options
         tr = simulate(
             plant, controller, controller.reference, q0, jnp.zeros_like(q0), self.ts, throw=False,
@@ -355,6 +368,9 @@ def machine_study(
         if n.split(".")[0] not in ("initial_error",):
             leaf_getter(plant, n)
     ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
+    geometry = {id(x) for x in jax.tree.leaves(plant.kinematic_nodes())}
+    sampled = {id(leaf_getter(plant, n)(plant)) for n in distribution.names
+               if n.split(".")[0] != "initial_error"}  # fmt: skip
     study = MachineStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),
@@ -364,5 +380,6 @@ def machine_study(
         plant=plant,
         ts=ts,
         q0=q0,
+        kinematics_fixed=not geometry & sampled,
     )
     return study, controller

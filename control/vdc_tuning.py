@@ -96,6 +96,7 @@ def vdc_tuning_terms(
 ) -> dict:
     """Differentiable figures of one sample's closed loop for the loss."""
     plant, q0 = study.realise(values)
+    controller = study.controller_on(controller, plant)
     tr = simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), study.ts, throw=False,
         rtol=options.rtol, atol=options.atol, max_steps=options.max_steps, dtmin=options.dtmin,

@@ -23,7 +23,7 @@ from jaxmb.io.machine import load_machine
 from jaxmb.models.crane import abcd_reference, crane_chain
 from jaxmb.multibody.checks import failures_as_nan
 from jaxmb.simulation import integrate
-from jaxmb.simulation.controller import one_pass_field, shares_pass
+from jaxmb.simulation.controller import one_pass_field, pass_sharing
 from jaxmb.simulation.disturbances import Disturbance
 from jaxmb.vdc import M_A, chain_bodies, required_forces
 from jaxmb.vdc.bodies import body_gains, body_required_forces, body_required_forces_by_jacobians
@@ -109,42 +109,56 @@ class _OnePass(Exception):
     """Raised by a spy where a closed loop's trace takes the one-pass field."""
 
 
-def test_one_kinematic_pass_serves_the_plant_and_its_own_controller(monkeypatch):
-    """Issue 28 point 3: a closed loop whose plant is the controller's model makes one
-    kinematic pass a state for both (`one_pass_field`): the plant's vector field under the
-    controller's command, as the two computed apart give it. Only then: a plant of equal values
-    that is another object (a sampled plant, which the controller does not know), direct
-    commands or a disturbance make the plant's acceleration another than the controller's
-    model predicts. `jaxmb simulate`'s compiled run keeps the plant the controller's."""
+def test_one_kinematic_pass_serves_the_plant_and_its_controller(monkeypatch):
+    """Issue 28 point 3: a closed loop makes one kinematic pass a state for the plant and its
+    controller (`one_pass_field`). The whole pass where the plant is the controller's model;
+    the augmented state and pistons where the two read the same geometry arrays (a sampled
+    plant: each model's own acceleration from them). Either gives the plant's vector field
+    under the controller's command as the two computed apart give it. Equal values in other
+    arrays are another model (no sharing). `jaxmb simulate`'s compiled run keeps the plant
+    the controller's, and a machine study hands each sample's geometry to the controller."""
     machine = load_machine(KNUCKLE)
     plant = machine.plant
     ctrl = machine_controller(machine, plant)
-    none = Disturbance()
-    assert shares_pass(plant, ctrl, none)
-    assert not shares_pass(jax.tree.map(lambda x: x, plant), ctrl, none)  # another object
-    assert not shares_pass(plant, ctrl, Disturbance(forces=lambda t: jnp.zeros(plant.n)))
-    assert not shares_pass(plant, ctrl, Disturbance(wrenches={"boom": lambda t: jnp.zeros(6)}))
-    assert not shares_pass(plant, lambda t, y, desired: jnp.zeros(3), none)  # no such law
+    heavy = machine.with_payload(180.0)  # eqx.tree_at: the same geometry arrays
+    none, pushed = Disturbance(), Disturbance(forces=lambda t: jnp.ones(plant.n))
+    assert pass_sharing(plant, ctrl, none) == "whole"
+    assert pass_sharing(heavy, ctrl, none) == "kinematics"
+    assert pass_sharing(plant, ctrl, pushed) == "kinematics"  # the plant alone is pushed
+    assert pass_sharing(jax.tree.map(jnp.array, plant), ctrl, none) is None  # copies
+    assert pass_sharing(plant, lambda t, y, desired: jnp.zeros(3), none) is None  # no such law
     # at a moving state off the task, every pressure off its holding value
     rng = np.random.default_rng(5)
     q0 = jnp.asarray(machine.task.reference()(jnp.asarray(0.0))) + 0.01
     y = plant.initial_state(q0, jnp.asarray(rng.normal(size=plant.n)) * 0.1)
     y = jax.tree.map(lambda x: x * (1 + 0.05 * rng.normal(size=x.shape)), y)
-    dy, u = eqx.filter_jit(one_pass_field)(plant, ctrl, 0.7, y)
-    u2 = eqx.filter_jit(lambda c, y: c(0.7, y))(ctrl, y)
-    dy2 = eqx.filter_jit(lambda p, y, u: p.vector_field(0.7, y, u))(plant, y, u2)
-    np.testing.assert_allclose(u, u2, rtol=1e-12, atol=1e-12 * float(jnp.abs(u2).max()))
-    for a, b in zip(jax.tree.leaves(dy), jax.tree.leaves(dy2), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * float(jnp.abs(b).max()))
+    f = jnp.asarray(rng.normal(size=plant.n)) * 1e3
+    apart = eqx.filter_jit(lambda p, c, y, f: (p.vector_field(0.7, y, c(0.7, y), None, f),
+                                               c(0.7, y)))  # fmt: skip
+    shared = eqx.filter_jit(one_pass_field)
+    for p, how, forces in ((plant, "whole", jnp.zeros(plant.n)), (heavy, "kinematics", f)):
+        got, want = shared(p, ctrl, 0.7, y, forces, None, how), apart(p, ctrl, y, forces)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * float(jnp.abs(b).max()))
+    # a machine study whose samples keep the geometry: the controller reads each sample's
+    from jaxmb.control.sampling import Distribution, Parameter
+    from jaxmb.control.studies import machine_study
 
-    # the loop's trace takes that field (a shape no other test compiles: traced, not loaded)
+    masses, _ = machine_study(machine, Distribution((Parameter("body.boom1.mass", spread=0.1),)))
+    stroke, _ = machine_study(machine, Distribution((Parameter("mount.lift.l_min", spread=0.01),)))
+    assert masses.kinematics_fixed and not stroke.kinematics_fixed
+    sample, _ = masses.realise(masses.values(np.arange(1))[0])
+    assert pass_sharing(sample, masses.controller_on(ctrl, sample), none) == "kinematics"
+    assert stroke.controller_on(ctrl, sample) is ctrl
+
+    # the compiled run's trace takes the whole pass (a save grid no other test compiles:
+    # traced, not loaded)
     def spy(*args):
-        raise _OnePass
+        raise _OnePass(args[-1])
 
     monkeypatch.setattr(integrate, "one_pass_field", spy)
-    ts = jnp.linspace(0.0, 0.01, 3)
-    with pytest.raises(_OnePass):
-        closed_loop_run(plant, ctrl, ts)
+    with pytest.raises(_OnePass, match="whole"):
+        closed_loop_run(plant, ctrl, jnp.linspace(0.0, 0.01, 3))
 
 
 def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):

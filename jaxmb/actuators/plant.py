@@ -303,24 +303,42 @@ class HydraulicPlant(AbstractPlant):
         sensitivities, vmaps over segments and parameters) then trace it once and reuse it,
         where they traced every call (the output error's residual and Jacobian trace in about
         two thirds of the time, a second program in about 40 %; docs/performance.md)."""
-        Q = self._direct_forces(command)
-        if forces is not None:
-            Q = Q + forces
-        return self.field_from(y, self.mechanics_pass(y, Q, wrenches), command)
+        return self.field_from(y, self.mechanics_pass(y, self.extra_forces(command, forces),
+                                                      wrenches), command)  # fmt: skip
 
-    def mechanics_pass(self, y: dict, extra=None, wrenches=None) -> MechanicsPass:
+    def extra_forces(self, command, forces=None) -> Array:
+        """The generalized forces besides the cylinders': the direct commands' and
+        ``forces`` (a disturbance's; default none)."""
+        Q = self._direct_forces(command)
+        return Q if forces is None else Q + forces
+
+    def mechanics_pass(
+        self, y: dict, extra=None, wrenches=None, *, kinematics: MechanicsPass | None = None
+    ) -> MechanicsPass:
         """`MechanicsPass` at the state ``y`` (unchecked): one kinematic pass, whose coordinate
         map and derivatives serve the pistons and the forward dynamics alike, and the
         acceleration under the actuators' net forces plus the generalized forces ``extra``
-        (direct commands, disturbances; default none) and ``wrenches``."""
+        (direct commands, disturbances; default none) and ``wrenches``. ``kinematics``: the
+        pass of a plant with this one's `kinematic_nodes`, whose augmented state and pistons
+        are taken instead of computed (its acceleration is not)."""
         q, qd, act = y["q"], y["qd"], y["actuators"]
-        state = augmented_state(self.model, q, qd)
-        x, xd, J = self.pistons_at(state)
+        if kinematics is None:
+            state = augmented_state(self.model, q, qd)
+            x, xd, J = self.pistons_at(state)
+        else:
+            state, x, xd, J = kinematics.state, kinematics.x, kinematics.xd, kinematics.J
         Q = jnp.zeros(self.n, dtype=jnp.result_type(qd, float)) if extra is None else extra
         for i, a in enumerate(self.actuators):
             Q = Q + J[i] * a.force(xd[i], act[a.name], x[i])
         qdd = forward_from_state(self.model, state, Q, wrenches)
         return MechanicsPass(state, x, xd, J, qdd)
+
+    def kinematic_nodes(self) -> list:
+        """What the kinematic pass reads (`mechanics_pass` without its acceleration): the
+        frames' placements and axes, the coordinate map and the cylinders' mounts; not the
+        bodies' inertia, gravity, the cylinders' areas and volumes, valves or friction."""
+        nodes = [self.model.frames, *(a.mount for a in self.actuators)]
+        return nodes + ([] if self.model.coordinate_map is None else [self.model.coordinate_map])
 
     def field_from(self, y: dict, mech: MechanicsPass, command) -> dict:
         """The vector field at ``y`` from its `MechanicsPass` ``mech`` (the actuators' state

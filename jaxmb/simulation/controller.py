@@ -7,11 +7,12 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from jaxmb.actuators.plant import HydraulicPlant, finite_state
 
-__all__ = ["AbstractStatefulController", "command", "one_pass_field", "shares_pass"]
+__all__ = ["AbstractStatefulController", "command", "one_pass_field", "pass_sharing"]
 
 
 class AbstractStatefulController(eqx.Module):
@@ -55,32 +56,50 @@ def _traced_command(controller, kind: str, t, y, desired, c):
     return controller(t, y[0], y[1], desired), c
 
 
-def shares_pass(plant, controller, dist) -> bool:
-    """Whether a closed loop of ``plant`` under ``controller`` can make one kinematic pass a
-    state for both (`one_pass_field`): the controller's model *is* the plant (the same object:
-    a controller that believes other values, a sampled plant's, makes its own pass), it can
-    take the plant's pass (``command_from(t, y, mech)``, as `control.vdc_control`'s), and
-    nothing but the cylinders drives the plant (no direct commands, no disturbance), so that
-    the plant's acceleration is the one the controller's model predicts."""
-    return (
+def pass_sharing(plant, controller, dist) -> str | None:
+    """How a closed loop of ``plant`` under ``controller`` shares one kinematic pass a state
+    (`one_pass_field`), for a controller that can take a pass of its model
+    (``command_from(t, y, mech)``, as `control.vdc_control`'s):
+
+    - ``"whole"``: the controller's model *is* the plant (the same object) and nothing but
+      the cylinders drives it (no direct commands, no disturbance): the plant's acceleration
+      is the one the controller's model predicts, and one pass serves both;
+    - ``"kinematics"``: the controller's model reads the very same geometry
+      (`HydraulicPlant.kinematic_nodes`, the same arrays), as a Monte Carlo sample's plant
+      whose masses or valves were sampled: the augmented state and pistons are computed once,
+      each model's acceleration from them;
+    - None: each makes its own pass (equal values in other arrays are not recognised)."""
+    model = getattr(controller, "plant", None)
+    if not (
         isinstance(plant, HydraulicPlant)
-        and getattr(controller, "plant", None) is plant
+        and isinstance(model, HydraulicPlant)
         and callable(getattr(controller, "command_from", None))
-        and not plant.direct
-        and not dist.wrenches
-        and dist.forces is None
-    )
+    ):
+        return None
+    if model is plant and not plant.direct and not dist.wrenches and dist.forces is None:
+        return "whole"
+    mine, theirs = (jax.tree.flatten(p.kinematic_nodes()) for p in (plant, model))
+    if mine[1] == theirs[1] and all(a is b for a, b in zip(mine[0], theirs[0], strict=True)):
+        return "kinematics"
+    return None
 
 
 @eqx.filter_jit
-def one_pass_field(plant: HydraulicPlant, controller, t, y) -> tuple[dict, object]:
-    """``(dy/dt, command)`` of a closed loop that `shares_pass`: the plant's kinematic pass
-    and acceleration (`HydraulicPlant.mechanics_pass`) serve the controller's law and the
-    plant's vector field, where each made its own (the crane's VDC loop: XLA:CPU launches a
-    kernel per operation, and the second pass cost as many as the plant's whole field). The
-    state and command are checked as the plant's `vector_field` checks them (`finite_state`).
-    A traced function of its own, as `command` (the same reasons)."""
-    mech = plant.mechanics_pass(y)
+def one_pass_field(
+    plant: HydraulicPlant, controller, t, y, forces, wrenches, sharing: str
+) -> tuple[dict, object]:
+    """``(dy/dt, command)`` of a closed loop that shares its kinematic pass
+    (`pass_sharing`): the controller's model makes the pass (`HydraulicPlant.mechanics_pass`)
+    and its acceleration, the controller's law takes them, and the plant its acceleration
+    from the same pass (``"kinematics"``) or the whole of it (``"whole"``), where each made
+    its own (the crane's VDC loop: XLA:CPU launches a kernel per operation, and the second
+    pass cost as many as the plant's whole field). ``forces`` and ``wrenches``: a
+    disturbance's, on the plant. The state and command are checked as the plant's
+    `vector_field` checks them (`finite_state`). A traced function of its own, as `command`
+    (the same reasons)."""
+    mech = controller.plant.mechanics_pass(y)
     u = jnp.asarray(controller.command_from(jnp.asarray(t, dtype=float), y, mech))
+    if sharing == "kinematics":
+        mech = plant.mechanics_pass(y, plant.extra_forces(u, forces), wrenches, kinematics=mech)
     y, u_checked = finite_state(y, u)
     return plant.field_from(y, mech, u_checked), u

@@ -42,7 +42,7 @@ from jaxmb.simulation.controller import (
     AbstractStatefulController,
     command,
     one_pass_field,
-    shares_pass,
+    pass_sharing,
 )
 from jaxmb.simulation.disturbances import Disturbance
 from jaxmb.simulation.projected import DEFAULT_CORRECTION, DriftCorrection, ProjectedSolver
@@ -630,7 +630,7 @@ class _ClosedLoop(eqx.Module):
     corrector: ProjectedSolver | None  # a `ConstrainedSystem`'s drift correction at the saves
     inertia: str = eqx.field(static=True)
     shared: bool = eqx.field(static=True)  # the plant's field under `plant_field`
-    one_pass: bool = eqx.field(static=True, default=False)  # `controller.shares_pass`
+    sharing: str | None = eqx.field(static=True, default=None)  # `controller.pass_sharing`
 
     @property
     def actuated(self) -> bool:
@@ -664,12 +664,12 @@ class _ClosedLoop(eqx.Module):
         plant, n = self.plant, self.plant.n
         yp, c = y
         yp = jax.tree.map(jnp.multiply, yp, self.scale)
-        if self.one_pass:  # one kinematic pass for the plant and the controller
-            dyp, _ = one_pass_field(plant, self.controller, t, yp)
-            return jax.tree.map(jnp.divide, dyp, self.scale), c
-        u, dc, _ = self.command_at(t, yp, c)
         forces = self.dist.forces_at(t, n)
         wrenches = self.dist.wrenches_at(t)
+        if self.sharing is not None:  # one kinematic pass for the plant and the controller
+            dyp, _ = one_pass_field(plant, self.controller, t, yp, forces, wrenches, self.sharing)
+            return jax.tree.map(jnp.divide, dyp, self.scale), c
+        u, dc, _ = self.command_at(t, yp, c)
         if self.actuated:
             field = plant_field if self.shared else type(plant).vector_field
             dyp = field(plant, t, yp, u, wrenches, forces)
@@ -751,7 +751,7 @@ def _simulate_with_states(
         plant, controller, reference, dist, jax.lax.stop_gradient(scale), yp0, jnp.zeros(0),
         None, inertia,
         shared_jacobian,
-        not (stateful or shared_jacobian) and shares_pass(plant, controller, dist),
+        None if stateful or shared_jacobian else pass_sharing(plant, controller, dist),
     )  # fmt: skip
     if stateful:
         c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
