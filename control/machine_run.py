@@ -73,7 +73,7 @@ def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False
     raised."""
     # a plant that is the controller's model travels once, as the controller's (None here),
     # so that the program knows it is and makes one kinematic pass a state for both
-    # (`jaxmb.simulation.controller.shares_pass`); a flattened copy would be another object
+    # (`jaxmb.simulation.controller.pass_sharing`); a flattened copy would be another object
     same = controller.plant is plant
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
     return _closed_loop_run(plant, controller, ts, progress=progress)

@@ -91,6 +91,7 @@ def chunk_runner(study, controller, *, lanes: int = 32, devices=None) -> tuple[C
     Traced under `jaxmb.multibody.checks.failures_as_nan`, so a sample that leaves its model's domain is a
     failed sample, not an error for the batch."""
     devices = jax.devices() if devices is None else list(devices)
+    study.check_controller(controller)  # before anything compiles
     if not (isinstance(lanes, int) and lanes >= 1):
         raise ValueError(f"lanes: must be an integer >= 1, got {lanes}")
     mesh = Mesh(np.asarray(devices), ("sample",))

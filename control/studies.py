@@ -95,6 +95,9 @@ class _Study(eqx.Module):
     def parameter_names(self) -> tuple[str, ...]:
         return self.distribution.names
 
+    def check_controller(self, controller) -> None:
+        """Refuse, before anything compiles, a controller this study cannot run (none here)."""
+
     def values(self, indices) -> np.ndarray:
         """The parameter values of samples ``indices``, ``(len, P)`` (host arrays; a sample's
         values depend on the seed and its index alone)."""
@@ -272,6 +275,8 @@ class MachineStudy(_Study):
             nominal for the crane).
         ts: save times, s.
         q0: the nominal initial position (the task's first waypoint), rad or m.
+        kinematics_fixed: no sampled parameter is geometry, so every sample's plant has the
+            nominal kinematics, the controller's model's (`controller_on`).
     """
 
     plant: object
@@ -300,7 +305,25 @@ class MachineStudy(_Study):
         state for both (`jaxmb.simulation.controller.pass_sharing`); otherwise unchanged."""
         if not self.kinematics_fixed:
             return controller
+        self.check_controller(controller)
         return eqx.tree_at(lambda c: c.plant.kinematic_nodes(), controller, plant.kinematic_nodes())
+
+    def check_controller(self, controller: VDCController) -> None:
+        """Refuse a controller whose model has another geometry than the study's nominal plant
+        (`controller_on` would hand it the samples'); traced arrays pass (the study's runners
+        check their controller before they compile: `montecarlo.chunk_runner`, the tuning)."""
+        leaves = [jax.tree.leaves(p.kinematic_nodes()) for p in (controller.plant, self.plant)]
+        if any(isinstance(x, jax.core.Tracer) for x in leaves[0] + leaves[1]):
+            return
+        same = jax.tree.structure(controller.plant.kinematic_nodes()) == jax.tree.structure(
+            self.plant.kinematic_nodes()
+        ) and all(np.array_equal(a, b) for a, b in zip(*leaves, strict=True))
+        if self.kinematics_fixed and not same:
+            raise ValueError(
+                "machine study: the controller's model has another geometry (frames, mounts, "
+                "coordinate map) than the study's plant; a study's controller is a VDC on its "
+                "nominal plant, with any gains"
+            )
 
     def run(self, controller: VDCController, values) -> dict[str, Array]:
         plant, q0 = self.realise(values)
@@ -380,6 +403,6 @@ def machine_study(
         plant=plant,
         ts=ts,
         q0=q0,
-        kinematics_fixed=not geometry & sampled,
+        kinematics_fixed=geometry.isdisjoint(sampled),
     )
     return study, controller

@@ -199,6 +199,7 @@ def vdc_loss_and_gradient(study: MachineStudy, base: VDCController, values,
     returning); one sample's pass compiles once and is reused for all. Call it inside
     `jaxmb.multibody.checks.failures_as_nan` when a sample may leave the crane's domain: that sample is
     then a failed run (``aux["success"]`` False) instead of an error for the whole batch."""
+    study.check_controller(base)  # before anything compiles
     g0 = {k: jnp.asarray(getattr(base, k), float) for k in VDC_GAINS}
     options = replace(study.options, rtol=rtol, atol=atol)
     values = jnp.asarray(values)

@@ -138,8 +138,19 @@ def test_one_kinematic_pass_serves_the_plant_and_its_controller(monkeypatch):
     shared = eqx.filter_jit(one_pass_field)
     for p, how, forces in ((plant, "whole", jnp.zeros(plant.n)), (heavy, "kinematics", f)):
         got, want = shared(p, ctrl, 0.7, y, forces, None, how), apart(p, ctrl, y, forces)
+        # the same operations in another order of fusion: equal to rounding
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * float(jnp.abs(b).max()))
+    # a non-finite state is refused as the plant's own field refuses it (the command it
+    # makes is named first, as there)
+    bad = jax.tree.map(lambda x: x, y)
+    bad["actuators"]["fold"] = {**y["actuators"]["fold"], "p_a": jnp.asarray(jnp.nan)}
+    for run in (lambda: shared(plant, ctrl, 0.7, bad, jnp.zeros(plant.n), None, "whole"),
+                lambda: apart(plant, ctrl, bad, jnp.zeros(plant.n))):  # fmt: skip
+        with pytest.raises(Exception, match="command: must be finite, got NaN or inf"):
+            jax.block_until_ready(run())
+    with pytest.raises(ValueError, match="sharing must be 'whole' or 'kinematics'"):
+        one_pass_field(plant, ctrl, 0.7, y, None, None, "all")
     # a machine study whose samples keep the geometry: the controller reads each sample's
     from jaxmb.control.sampling import Distribution, Parameter
     from jaxmb.control.studies import machine_study
@@ -150,6 +161,10 @@ def test_one_kinematic_pass_serves_the_plant_and_its_controller(monkeypatch):
     sample, _ = masses.realise(masses.values(np.arange(1))[0])
     assert pass_sharing(sample, masses.controller_on(ctrl, sample), none) == "kinematics"
     assert stroke.controller_on(ctrl, sample) is ctrl
+    moved = eqx.tree_at(lambda c: c.plant.actuators[0].mount.l_min, ctrl,
+                        ctrl.plant.actuators[0].mount.l_min + 1e-3)  # fmt: skip
+    with pytest.raises(ValueError, match="controller's model has another geometry"):
+        masses.check_controller(moved)
 
     # the compiled run's trace takes the whole pass (a save grid no other test compiles:
     # traced, not loaded)
@@ -159,6 +174,10 @@ def test_one_kinematic_pass_serves_the_plant_and_its_controller(monkeypatch):
     monkeypatch.setattr(integrate, "one_pass_field", spy)
     with pytest.raises(_OnePass, match="whole"):
         closed_loop_run(plant, ctrl, jnp.linspace(0.0, 0.01, 3))
+    # and a machine study's sample the kinematics, traced as Monte Carlo and tuning trace it
+    # (the study and the controller arguments: their arrays other tracers)
+    with pytest.raises(_OnePass, match="kinematics"):
+        eqx.filter_jit(lambda st, c, v: st.run(c, v))(masses, ctrl, masses.values([0])[0])
 
 
 def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):
@@ -208,8 +227,9 @@ def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
         lambda p: p.actuators[i].valve.c_pa, plant, jnp.asarray(rows["valve.lift.c_pa"][k], float)
     )
     ts = jnp.linspace(0.0, 0.5, 501)
-    # traced as the CLI traces it (failures as NaN, the status returned): the program of
-    # `jaxmb simulate`'s run above, not a second compile of it (16-23 s)
+    # traced as the CLI traces it (failures as NaN, the status returned). Not the program of
+    # `jaxmb simulate`'s run above: there the plant is the controller's model, whose loop
+    # makes one kinematic pass a state (`pass_sharing`); a sample's plant is another model
     with failures_as_nan():
         tr = closed_loop_run(plant, machine_controller(machine), ts)
     assert bool(tr.success)

@@ -36,6 +36,7 @@ from .parameters import with_values as with_values
 from .plant import AbstractPlant as AbstractPlant
 from .plant import ForceSensedPlant as ForceSensedPlant
 from .plant import HydraulicPlant as HydraulicPlant
+from .plant import MechanicsPass as MechanicsPass
 from .plant import events_summary as events_summary
 from .plant import finite_state as finite_state
 from .plant import limit_events as limit_events

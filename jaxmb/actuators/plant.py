@@ -303,8 +303,8 @@ class HydraulicPlant(AbstractPlant):
         sensitivities, vmaps over segments and parameters) then trace it once and reuse it,
         where they traced every call (the output error's residual and Jacobian trace in about
         two thirds of the time, a second program in about 40 %; docs/performance.md)."""
-        return self.field_from(y, self.mechanics_pass(y, self.extra_forces(command, forces),
-                                                      wrenches), command)  # fmt: skip
+        mech = self.mechanics_pass(y, self.extra_forces(command, forces), wrenches)
+        return self.field_from(y, mech, command)
 
     def extra_forces(self, command, forces=None) -> Array:
         """The generalized forces besides the cylinders': the direct commands' and

@@ -96,7 +96,17 @@ def one_pass_field(
     pass cost as many as the plant's whole field). ``forces`` and ``wrenches``: a
     disturbance's, on the plant. The state and command are checked as the plant's
     `vector_field` checks them (`finite_state`). A traced function of its own, as `command`
-    (the same reasons)."""
+    (the same reasons); the commands at the saves still come through `command`, so a loop
+    that shares traces its law twice.
+
+    Under `jaxmb.multibody.checks.failures_as_nan` a non-finite command makes every rate but
+    ``dq/dt`` and (``"whole"``) ``dqd/dt`` NaN, which fails the step as before."""
+    if sharing not in ("whole", "kinematics"):
+        raise ValueError(
+            f"one_pass_field: sharing must be 'whole' or 'kinematics', got {sharing!r}"
+        )
+    if sharing == "whole" and (plant.direct or wrenches):
+        raise ValueError("one_pass_field: 'whole' is for a plant driven by its cylinders alone")
     mech = controller.plant.mechanics_pass(y)
     u = jnp.asarray(controller.command_from(jnp.asarray(t, dtype=float), y, mech))
     if sharing == "kinematics":

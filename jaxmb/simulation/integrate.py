@@ -630,7 +630,9 @@ class _ClosedLoop(eqx.Module):
     corrector: ProjectedSolver | None  # a `ConstrainedSystem`'s drift correction at the saves
     inertia: str = eqx.field(static=True)
     shared: bool = eqx.field(static=True)  # the plant's field under `plant_field`
-    sharing: str | None = eqx.field(static=True, default=None)  # `controller.pass_sharing`
+    sharing: str | None = eqx.field(
+        static=True, default=None
+    )  # `jaxmb.simulation.controller.pass_sharing`
 
     @property
     def actuated(self) -> bool:
@@ -667,6 +669,7 @@ class _ClosedLoop(eqx.Module):
         forces = self.dist.forces_at(t, n)
         wrenches = self.dist.wrenches_at(t)
         if self.sharing is not None:  # one kinematic pass for the plant and the controller
+            t = jnp.asarray(t, dtype=float)  # one signature, as `command_at`'s
             dyp, _ = one_pass_field(plant, self.controller, t, yp, forces, wrenches, self.sharing)
             return jax.tree.map(jnp.divide, dyp, self.scale), c
         u, dc, _ = self.command_at(t, yp, c)
