@@ -1,6 +1,8 @@
 """The interface of a controller with its own integrated state (integral actions, filters,
-observers), which `simulate` integrates with the plant, and the one call through which the
-simulations ask any controller for its command (`command`)."""
+observers), which `simulate` integrates with the plant; the call through which the
+simulations ask any controller for its command (`command`); and the closed-loop field of a
+controller that shares its model's kinematic pass with the plant (`pass_sharing`,
+`one_pass_field`)."""
 
 from __future__ import annotations
 
