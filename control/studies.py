@@ -312,13 +312,16 @@ class MachineStudy(_Study):
         """Refuse a controller whose model has another geometry than the study's nominal plant
         (`controller_on` would hand it the samples'); traced arrays pass (the study's runners
         check their controller before they compile: `montecarlo.chunk_runner`, the tuning)."""
-        leaves = [jax.tree.leaves(p.kinematic_nodes()) for p in (controller.plant, self.plant)]
-        if any(isinstance(x, jax.core.Tracer) for x in leaves[0] + leaves[1]):
+        if not self.kinematics_fixed:
             return
-        same = jax.tree.structure(controller.plant.kinematic_nodes()) == jax.tree.structure(
-            self.plant.kinematic_nodes()
-        ) and all(np.array_equal(a, b) for a, b in zip(*leaves, strict=True))
-        if self.kinematics_fixed and not same:
+        (mine, structure), (nominal, expected) = (
+            jax.tree.flatten(p.kinematic_nodes()) for p in (controller.plant, self.plant)
+        )
+        if any(isinstance(x, jax.core.Tracer) for x in mine + nominal):
+            return
+        if structure != expected or not all(
+            np.array_equal(a, b) for a, b in zip(mine, nominal, strict=True)
+        ):
             raise ValueError(
                 "machine study: the controller's model has another geometry (frames, mounts, "
                 "coordinate map) than the study's plant; a study's controller is a VDC on its "
@@ -387,13 +390,11 @@ def machine_study(
     q0 = start_position(controller.reference)
     defaults = {f"initial_error.{c}": 0.0 for c in plant.coordinate_names}
     nominal = _nominal_values(plant, distribution, defaults)
-    for n in distribution.names:
-        if n.split(".")[0] not in ("initial_error",):
-            leaf_getter(plant, n)
-    ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
-    geometry = {id(x) for x in jax.tree.leaves(plant.kinematic_nodes())}
+    # every plant parameter's leaf (a wrong name is refused here), to see whether any is geometry
     sampled = {id(leaf_getter(plant, n)(plant)) for n in distribution.names
                if n.split(".")[0] != "initial_error"}  # fmt: skip
+    geometry = {id(x) for x in jax.tree.leaves(plant.kinematic_nodes())}
+    ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
     study = MachineStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),

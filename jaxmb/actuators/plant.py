@@ -318,7 +318,9 @@ class HydraulicPlant(AbstractPlant):
         """`MechanicsPass` at the state ``y`` (unchecked): one kinematic pass, whose coordinate
         map and derivatives serve the pistons and the forward dynamics alike, and the
         acceleration under the actuators' net forces plus the generalized forces ``extra``
-        (direct commands, disturbances; default none) and ``wrenches``. ``kinematics``: the
+        (direct commands, disturbances; default none) and ``wrenches``: the class's equation
+        of motion (Dastranj & Mattila (2026) eq. (13) with the cylinders' ``J_x^T f``, the
+        force of Petrovic & Mattila (2022) eq. (79) less friction). ``kinematics``: the
         pass of a plant with this one's `kinematic_nodes`, whose augmented state and pistons
         are taken instead of computed (its acceleration is not)."""
         q, qd, act = y["q"], y["qd"], y["actuators"]
