@@ -46,8 +46,6 @@ from jaxmb.control.tuning import Tuner, gains_of, tracking_term
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
 from jaxmb.simulation import simulate
-from jaxmb.simulation.controller import command
-from jaxmb.simulation.references import desired_state
 
 __all__ = [
     "VDC_GAINS",
@@ -93,56 +91,38 @@ def vdc_controller_with(base: VDCController, gains: dict) -> VDCController:
     )  # fmt: skip
 
 
-def _closed_loop(
-    study: MachineStudy, controller: VDCController, values, options, adjoint, commands=True
-):
-    """One sample's plant, its controller (on the sample's geometry) and their closed loop."""
+def vdc_tuning_terms(
+    study: MachineStudy, controller: VDCController, values, options: SolverOptions, adjoint=None
+) -> dict:
+    """Differentiable figures of one sample's closed loop for the loss."""
     plant, q0 = study.realise(values)
     controller = study.controller_on(controller, plant)
     tr = simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), study.ts, throw=False,
         rtol=options.rtol, atol=options.atol, max_steps=options.max_steps, dtmin=options.dtmin,
-        adjoint=adjoint, commands=commands,
+        adjoint=adjoint,
     )  # fmt: skip
-    return plant, controller, tr
-
-
-def _state_terms(tr, plant) -> dict:
-    """The figures of a closed loop that its states give: tracking and the pressure band."""
+    acts = plant.actuators
+    u_max = jnp.stack([a.valve.u_max for a in acts])
+    u = tr.u / u_max[None, :]
+    udot = jnp.diff(tr.u, axis=0) / options.dt_save / u_max[None, :]  # per second
     excess = []
-    for a in plant.actuators:
+    for a in acts:
         p_s, p_r = a.valve.p_s, a.valve.p_r
         for c in ("p_a", "p_b"):
-            p = tr.actuator_state[a.name][c]
+            p = tr.signals[f"{c}_{a.name}"]
             excess.append((jax.nn.relu(p - p_s) + jax.nn.relu(p_r - p)) / (p_s - p_r))
     excess = jnp.stack(excess, axis=1)  # (T, 2 m): outside [p_r, p_s], as a band fraction
     return {
         "rmse": jnp.sqrt(jnp.mean(tr.e**2, axis=0)),
+        "effort": jnp.sqrt(jnp.mean(u**2, axis=0)),
+        "chattering": jnp.sqrt(jnp.mean(udot**2, axis=0)),
+        "saturation": jnp.mean(jax.nn.relu(jnp.abs(u) - 1) ** 2, axis=0),
+        "peak": jnp.max(jnp.abs(u), axis=0),
         "pressure": jnp.mean(excess**2, axis=0),
         "pressure_excess": jnp.max(excess, axis=0),
         "success": tr.success,
     }
-
-
-def _command_terms(u, plant, options: SolverOptions) -> dict:
-    """The figures of a closed loop that its valve commands ``u`` (T, m) at the saves give."""
-    u_max = jnp.stack([a.valve.u_max for a in plant.actuators])
-    rate = jnp.diff(u, axis=0) / options.dt_save / u_max[None, :]  # per second
-    u = u / u_max[None, :]
-    return {
-        "effort": jnp.sqrt(jnp.mean(u**2, axis=0)),
-        "chattering": jnp.sqrt(jnp.mean(rate**2, axis=0)),
-        "saturation": jnp.mean(jax.nn.relu(jnp.abs(u) - 1) ** 2, axis=0),
-        "peak": jnp.max(jnp.abs(u), axis=0),
-    }
-
-
-def vdc_tuning_terms(
-    study: MachineStudy, controller: VDCController, values, options: SolverOptions, adjoint=None
-) -> dict:
-    """Differentiable figures of one sample's closed loop for the loss."""
-    plant, _, tr = _closed_loop(study, controller, values, options, adjoint)
-    return {**_state_terms(tr, plant), **_command_terms(tr.u, plant, options)}
 
 
 # the terms the loss is made of (differentiated); the others are reported only
@@ -178,69 +158,19 @@ def vdc_tuning_loss(theta, g0, study, base, values, weights: VdcTuningWeights, o
     return loss_of_terms(terms, weights)
 
 
-# The Jacobian of a sample's terms in two compiled programs, not one: the loop's, with the
-# derivatives of its states at the saves, and the commands' at those states (the chain rule:
-# ``du/dtheta = du/dy dy/dtheta + du/dtheta|_y``). One program that differentiates the
-# commands the trajectory evaluates after the solve (a second copy of the law under forward
-# mode, vmapped over the saves) compiled in 38 s on the crane; the two compile in 17 s and
-# 12 s (docs/performance.md). XLA's compile grows faster than a program's size.
-
-
 @saved
-def _loop_and_jacobian(theta, g0, study, base, value, options):
-    """One sample's state terms (`_state_terms`) and its states at the saves, with their
-    Jacobian with respect to the flattened ``theta``, by one forward-mode pass through its
-    solve (compiled once per study layout: every argument but the options is traced; kept for
-    later runs, `jaxmb.saved_programs`). The commands at the saves are left out
-    (`simulate`'s ``commands``): `_commands_and_jacobian` differentiates them."""
+def _terms_and_jacobian(theta, g0, study, base, value, options):
+    """One sample's terms and their Jacobian with respect to the flattened ``theta``, by one
+    forward-mode pass through its solve (compiled once per study layout: every argument but
+    the options is traced; kept for later runs, `jaxmb.saved_programs`)."""
     flat, unravel = ravel_pytree(theta)
 
     def f(x):
         ctrl = vdc_controller_with(base, gains_of(unravel(x), g0))
-        plant, _, tr = _closed_loop(
-            study, ctrl, value, options, diffrax.ForwardMode(), commands=False
-        )
-        terms = _state_terms(tr, plant)
-        y = {"q": tr.q, "qd": tr.qd, "actuators": tr.actuator_state}
-        return {"rmse": terms["rmse"], "pressure": terms["pressure"], "y": y}, {**terms, "y": y}
+        t = vdc_tuning_terms(study, ctrl, value, options, diffrax.ForwardMode())
+        return {k: t[k] for k in _LOSS_TERMS}, t
 
     return jax.jacfwd(f, has_aux=True)(flat)[::-1]
-
-
-@saved
-def _commands_and_jacobian(theta, g0, study, base, value, options, y, dy):
-    """The command terms (`_command_terms`) of one sample's closed loop from its states ``y``
-    at the saves and their Jacobian ``dy`` (leading axis T, trailing P: `_loop_and_jacobian`),
-    with their Jacobian with respect to the flattened ``theta``: the law evaluated at the saves
-    as the trajectory evaluates it (`simulate`), its states moving with theta to first order."""
-    flat, unravel = ravel_pytree(theta)
-    plant, _ = study.realise(value)
-    # rows after a failed solve hold inf: the law runs at the first state there and its
-    # commands are NaN (as `simulate`'s trajectory does; the sample is a failed run)
-    ok = jnp.all(jnp.stack([jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1)
-                            for x in jax.tree.leaves(y)]), axis=0)  # fmt: skip
-
-    def rows(x, x0):
-        return jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, x0)
-
-    y = jax.tree.map(lambda x: rows(x, x[:1]), y)
-    dy = jax.tree.map(lambda d: rows(d, jnp.zeros_like(d)), dy)
-
-    def f(x):
-        ctrl = study.controller_on(vdc_controller_with(base, gains_of(unravel(x), g0)), plant)
-        ys = jax.tree.map(lambda v, d: v + d @ (x - flat), y, dy)
-        u = jax.vmap(lambda t, yt: _command_now(ctrl, t, yt))(study.ts, ys)
-        terms = _command_terms(jnp.where(ok[:, None], u, jnp.nan), plant, options)
-        return {k: terms[k] for k in ("effort", "chattering", "saturation")}, terms
-
-    return jax.jacfwd(f, has_aux=True)(flat)[::-1]
-
-
-def _command_now(controller, t, y):
-    """The command ``controller`` gives at ``t`` in the plant state ``y`` (a dict), tracking its
-    own reference, as the closed loop of `simulate` asks for it."""
-    t = jnp.asarray(t, dtype=float)
-    return command(controller, "actuated", t, y, desired_state(controller.reference, t), None)[0]
 
 
 @saved
@@ -262,9 +192,8 @@ def vdc_loss_and_gradient(study: MachineStudy, base: VDCController, values,
     """``(fn, g0)``: ``fn(theta) -> ((J, aux), dJ/dtheta)`` about ``g0`` = ``base``'s gains.
 
     Each sample's closed loop is solved on its own with the derivatives of its terms along all
-    eight log-gains (forward mode: one pass each; the solve and the commands at its saves in
-    two programs, `_loop_and_jacobian` and `_commands_and_jacobian`), and the loss and its
-    gradient are assembled from them. One sample at a time, not vmapped: on CPU a vmapped batch is not faster (one
+    eight log-gains (forward mode: one pass each), and the loss and its gradient are assembled
+    from them. One sample at a time, not vmapped: on CPU a vmapped batch is not faster (one
     core runs a while loop), waits for its slowest sample, and the forward-mode pass over four
     vmapped 2 s crane runs was measured to stall (the process idle in XLA's runtime, never
     returning); one sample's pass compiles once and is reused for all. Call it inside
@@ -277,12 +206,7 @@ def vdc_loss_and_gradient(study: MachineStudy, base: VDCController, values,
 
     def fn(theta):
         flat, unravel = ravel_pytree(theta)
-        runs = []
-        for v in values:
-            loop, d_loop = _loop_and_jacobian(theta, g0, study, base, v, options)
-            y, dy = loop.pop("y"), d_loop.pop("y")
-            cmd, d_cmd = _commands_and_jacobian(theta, g0, study, base, v, options, y, dy)
-            runs.append(({**loop, **cmd}, {**d_loop, **d_cmd}))
+        runs = [_terms_and_jacobian(theta, g0, study, base, v, options) for v in values]
         terms = jax.tree.map(lambda *x: jnp.stack(x), *(t for t, _ in runs))
         jacobians = jax.tree.map(lambda *x: jnp.stack(x), *(j for _, j in runs))
         (J, aux), grad = _chain(terms, jacobians, weights)

@@ -1,7 +1,6 @@
 """`simulate` with states beyond (q, qd): controllers with their own integrated state, plants
 with actuator states, named signals and open-loop command tables."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -112,19 +111,6 @@ def test_closed_valves_hold_the_crane_and_signals_are_named(crane):
     assert tr.command_names == ("u_lift", "u_tilt")
     with pytest.raises(ValueError, match="unknown signal 'p_c_lift'"):
         tr.signal("p_c_lift")
-    # the whole state at the saves: the actuators' own states are the named pressures
-    for a in ("lift", "tilt"):
-        for c in ("p_a", "p_b"):
-            np.testing.assert_array_equal(tr.actuator_state[a][c], tr.signal(f"{c}_{a}"))
-    # the states only: the same solve, the controller not evaluated at the saves
-    states = simulate(crane, table, None, q0, jnp.zeros(2), jnp.linspace(0, 1, 11), rtol=1e-6,
-                      atol=1e-8, commands=False)  # fmt: skip
-    assert states.u is None and states.signals is None and states.events is None
-    for x, y in ((states.q, tr.q), (states.qd, tr.qd), (states.actuator_state, tr.actuator_state)):
-        jax.tree.map(np.testing.assert_array_equal, x, y)
-    # (under the tests' type checker the annotation refuses it first, naming the parameter)
-    with pytest.raises((TypeError, ValueError), match="commands"):
-        simulate(crane, table, None, q0, jnp.zeros(2), jnp.linspace(0, 1, 11), commands="no")
 
 
 def test_stroke_end_is_reported_not_hidden(crane):

@@ -73,8 +73,7 @@ class Trajectory(eqx.Module):
         t: save times, s, shape (T,).
         q, qd: plant coordinates and velocities, (T, n), SI units (for a `ConstrainedSystem`
             its dependent coordinates, drift-corrected).
-        u: control input Q_a, (T, n) (N m or N per coordinate); None where `simulate` was
-            asked not to evaluate the controller at the saves (``commands=False``).
+        u: control input Q_a, (T, n) (N m or N per coordinate).
         q_d, qd_d: the reference and its velocity, (T, k): k = n for references in the plant's
             coordinates, otherwise whatever the reference gives (e.g. a task of a PIDC).
         success: True where the solve succeeded (always True unless ``throw=False``).
@@ -83,22 +82,16 @@ class Trajectory(eqx.Module):
         command_names: names of ``u``'s columns for a plant with actuators (``u_lift``, ...);
             empty for a mechanical plant, whose ``u`` is Q_a in coordinate order.
         signals: named (T,) series of a plant with actuators (``p_a_lift``, ``x_tilt``,
-            ``u_lift``, ...; `jaxmb.actuators.plant.HydraulicPlant.signals`), else None (and
-            with ``commands=False``, as they include the commands).
-        events: pressure-range and stroke-end events (`jaxmb.actuators.plant.limit_events`), else
-            None (and with ``commands=False``).
+            ``u_lift``, ...; `jaxmb.actuators.plant.HydraulicPlant.signals`), else None.
+        events: pressure-range and stroke-end events (`jaxmb.actuators.plant.limit_events`), else None.
         controller_state: the controller's own integrated state at the save times (a pytree
             with a leading T axis) for an `AbstractStatefulController`, else None.
-        actuator_state: a plant with actuators' own states at the save times, as its state
-            dict holds them (``{name: {"p_a": (T,), "p_b": (T,), ...}}``), else None: with
-            ``q`` and ``qd`` the whole state, e.g. to evaluate a controller at the saves
-            again (`jaxmb.control.vdc_tuning`).
     """
 
     t: Float[Array, " T"]
     q: Float[Array, "T n"]
     qd: Float[Array, "T n"]
-    u: Float[Array, "T n"] | None
+    u: Float[Array, "T n"]
     q_d: Float[Array, "T k"]
     qd_d: Float[Array, "T k"]
     success: Bool[Array, ""]
@@ -108,7 +101,6 @@ class Trajectory(eqx.Module):
     signals: dict | None = None
     events: dict | None = None
     controller_state: object = None
-    actuator_state: dict | None = None
 
     def signal(self, name: str) -> Array:
         """A named series: a coordinate (``q1``), its velocity (``qd_q1``), a command or an
@@ -155,7 +147,6 @@ def simulate(
     actuator_state0: Mapping | None = None,
     fixed_step: float | None = None,
     dtmin: float | None = None,
-    commands: bool = True,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -233,11 +224,6 @@ def simulate(
             smaller one fails at once instead of spending ``max_steps`` on rejected steps, as it
             does when the state leaves the model's domain inside `jaxmb.multibody.checks.failures_as_nan`
             (batched studies). None: no minimum.
-        commands: evaluate the controller at the save times for ``u`` (and a plant's signals
-            and events, which include it). False leaves them None, for a caller that needs only
-            the states: the commands are a second copy of the control law in the compiled
-            program, which under forward-mode differentiation doubles its compile time
-            (`jaxmb.control.vdc_tuning` evaluates them in a program of their own).
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -295,8 +281,6 @@ def simulate(
         solver = _SOLVERS[solver]()
     if max_steps < 1:
         raise ValueError(f"simulate: max_steps must be >= 1, got {max_steps}")
-    if not isinstance(commands, bool):
-        raise ValueError(f"simulate: commands must be True or False, got {commands!r}")
     if actuator_state0 is not None and not actuated:
         raise ValueError("simulate: actuator_state0 is only for plants with actuators")
     if isinstance(controller, CommandTable) and actuated:
@@ -359,7 +343,6 @@ def simulate(
         return _simulate_with_states(
             plant, controller, reference, q0, qd0, ts, dist, solve,
             correction=correction, inertia=inertia, actuator_state0=actuator_state0,
-            commands=commands,
         )  # fmt: skip
 
     def loads(t, q, qd):
@@ -401,11 +384,8 @@ def simulate(
         ok = jnp.isfinite(q).all(axis=1) & jnp.isfinite(qd).all(axis=1)
         q_eval = jnp.where(ok[:, None], q, q0[None, :])
         qd_eval = jnp.where(ok[:, None], qd, qd0[None, :])
-        if commands:
-            u, (q_d, qd_d, _) = jax.vmap(loads)(sol.ts, q_eval, qd_eval)
-            u = jnp.where(ok[:, None], u, jnp.nan)
-        else:
-            u, (q_d, qd_d, _) = None, jax.vmap(desired_at)(sol.ts)
+        u, (q_d, qd_d, _) = jax.vmap(loads)(sol.ts, q_eval, qd_eval)
+        u = jnp.where(ok[:, None], u, jnp.nan)
         return Trajectory(
             t=sol.ts,
             q=q,
@@ -653,7 +633,6 @@ class _ClosedLoop(eqx.Module):
     sharing: str | None = eqx.field(
         static=True, default=None
     )  # `jaxmb.simulation.controller.pass_sharing`
-    commands: bool = eqx.field(static=True, default=True)  # evaluated at the saves
 
     @property
     def actuated(self) -> bool:
@@ -729,13 +708,10 @@ class _ClosedLoop(eqx.Module):
         yp0 = jax.tree.map(lambda x: jnp.broadcast_to(x, x.shape), self.yp0)
         yp_eval = jax.tree.map(safe, yp, yp0)
         c_eval = jax.tree.map(safe, c, self.c0) if stateful else c
+        u, _, (q_d, qd_d, _) = jax.vmap(self.command_at)(sol.ts, yp_eval, c_eval)
+        u = jnp.where(ok[:, None], u, jnp.nan)
         signals = events = None
-        if self.commands:
-            u, _, (q_d, qd_d, _) = jax.vmap(self.command_at)(sol.ts, yp_eval, c_eval)
-            u = jnp.where(ok[:, None], u, jnp.nan)
-        else:  # the states only (`simulate`'s ``commands``)
-            u, (q_d, qd_d, _) = None, jax.vmap(self.desired_at)(sol.ts)
-        if self.actuated and self.commands:
+        if self.actuated:
             signals = jax.vmap(plant.signals)(yp_eval, u)
             signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
             if isinstance(plant, HydraulicPlant):
@@ -754,13 +730,12 @@ class _ClosedLoop(eqx.Module):
             signals=signals,
             events=events,
             controller_state=c if stateful else None,
-            actuator_state=yp["actuators"] if self.actuated else None,
         )
 
 
 def _simulate_with_states(
     plant, controller, reference, q0, qd0, ts, dist, solve: _Solve, *,
-    correction, inertia, actuator_state0, commands=True,
+    correction, inertia, actuator_state0,
 ):  # fmt: skip
     """`simulate` for a plant with actuator states and/or a controller with its own state
     (`_ClosedLoop`)."""
@@ -780,7 +755,6 @@ def _simulate_with_states(
         None, inertia,
         shared_jacobian,
         None if stateful or shared_jacobian else pass_sharing(plant, controller, dist),
-        commands,
     )  # fmt: skip
     if stateful:
         c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
