@@ -50,7 +50,7 @@ from jaxmb.identification.start_states import unknowns_scale
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.saved_programs import saved
 
-__all__ = ["PIECE_TIME", "linearized", "condensed", "fit_chains"]
+__all__ = ["PIECE_TIME", "linearized", "condensed", "closed_chain", "fit_chains"]
 
 PIECE_TIME = 1.0  # s: the longest piece (measured on the crane's 40 s log, one evaluation:
 # 4 x 10 s 14.6 s, 20 x 2 s 4.9 s, 40 x 1 s 3.8 s)
@@ -169,6 +169,38 @@ def moved(pieces: oe.Segments, step: Float[np.ndarray, "K z"], n: int) -> oe.Seg
     return eqx.tree_at(
         lambda s: (s.q0, s.qd0, s.p0), pieces, tuple(jnp.asarray(v) for v in (q0, qd0, p0))
     )
+
+
+# the most Newton steps `closed_chain` takes to close a chain's gaps, each one evaluation of
+# `linearized` (measured on the crane's 20 s validation log from its measured start states,
+# the nominal plant: gaps 341, 0.25, then 1e-7 units, closed after two steps)
+MAX_CLOSINGS = 6
+
+
+def closed_chain(
+    theta: Float[Array, " P"],
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    dt: float = 1e-3,
+) -> tuple[np.ndarray, np.ndarray, oe.Segments] | None:
+    """``pieces`` as one chain, its gaps closed at ``theta`` by Newton steps on continuity
+    (``x_k <- x_k + a_k``, the module docstring's ``a`` from a `linearized` evaluation, until no
+    gap exceeds `GAP_TOL`): the chain is then the single-shooting run from the first piece's
+    start. Returns its condensed weighted residuals (K R,) and Jacobian (K R, P), the long
+    run's own (`condensed`), with the pieces at their closed start states; None where a piece
+    diverges or `MAX_CLOSINGS` steps leave a gap open."""
+    n, K = plant.model.n, int(pieces.ts.shape[0])
+    plant = oe.strong_types(plant)
+    for _ in range(MAX_CLOSINGS + 1):
+        lin = linearized(theta, plant, spec, pieces, dt)
+        r, J, a, _ = condensed(lin, _start_vector(pieces, n), K)
+        if not (np.all(np.isfinite(lin[1])) and np.all(np.isfinite(r))):
+            return None
+        if np.max(np.abs(a), initial=0.0) <= GAP_TOL:
+            return r, J, pieces
+        pieces = moved(pieces, a, n)
+    return None
 
 
 def fit_chains(

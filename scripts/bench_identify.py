@@ -9,11 +9,14 @@
    route: jaxmb's fit (forward-mode Jacobian, one pass per evaluation) next
    to the same fit with a finite-difference Jacobian (P + 1 simulations per evaluation, what
    rollout-based tools such as mujoco.sysid do);
-3. the KR300 recordings (real): identify from trajectory A, predict B and C; jaxmb next to
+3. the replay's sensitivity that the validation's drift needs (the crane's 20 s validation log,
+   16 parameters): jaxmb's chained pieces (`drift.chained_sensitivity`) next to the single
+   20 s forward-mode run (`drift.replay_sensitivity`), and their largest difference;
+4. the KR300 recordings (real): identify from trajectory A, predict B and C; jaxmb next to
    `mujoco.sysid` (`pip install "mujoco[sysid]"`; scripts/mujoco_sysid_peer.py) and the
    authors' own model: joint-torque RMSE per joint and wall time.
 
-    python scripts/bench_identify.py [--skip regressor,output_error,kr300] [--rollout]
+    python scripts/bench_identify.py [--skip regressor,output_error,drift,kr300] [--rollout]
 """
 
 import argparse
@@ -182,13 +185,45 @@ def output_error_route():
           f"{per_fd:.2f} s; ratio {per_jac / per_fd:.2f}")  # fmt: skip
 
 
+def replay_drift():
+    from jaxmb.identification import drift
+    from jaxmb.identification.hydraulic_route import log_columns
+    from jaxmb.identification.model_choice import spec_for
+    from jaxmb.io.machine import load_machine
+
+    crane = load_machine("crane", payload=60.0)
+    plant = oe.strong_types(crane.plant)
+    log = ROOT / "data/synthetic_crane/synthetic_crane_payload_validation.parquet"
+    cols = log_columns(crane.read_log(log))
+    names = hydraulic_selectors(plant, leakage=True) + ("body.payload.mass", "body.L.mass")
+    spec = spec_for(names)
+    theta = np.asarray(oe.initial_theta(plant, spec)) + 0.01
+    noise = np.array([2e-5, 2e-5, 3e4, 3e4, 3e4, 3e4])  # the crane logs' noise levels (SI)
+    seg = oe.free_run_segment(plant, cols)
+    span = float(cols["t"][-1] - cols["t"][0])
+    print(f"\n3. the replay's sensitivity: the crane, {span:g} s, {len(spec)} parameters")
+    times = {}
+    for who in ("chain", "single", "chain", "single"):  # interleaved, the second of each
+        t0 = time.perf_counter()
+        if who == "chain":
+            t, G = drift.chained_sensitivity(theta, plant, spec, cols, noise)
+        else:
+            G1 = np.asarray(drift.replay_sensitivity(jnp.asarray(theta), plant, spec, seg))
+        times[who] = time.perf_counter() - t0
+    at = np.searchsorted(np.asarray(seg.ts[0]), t)
+    err = np.max(np.abs(G - G1[at]), axis=(0, 1)) / np.max(np.abs(G1[at]), axis=(0, 1))
+    print(f"   jaxmb chained {times['chain']:.2f} s, single run {times['single']:.2f} s; ratio "
+          f"{times['chain'] / times['single']:.2f}; largest difference {err.max():.1e} of a "
+          "column's largest")  # fmt: skip
+
+
 def kr300():
     from jaxmb.identification.coulomb_width import choose_coulomb_width
     from jaxmb.identification.cutoff_choice import choose_cutoff
     from jaxmb.identification.identify import resolve_model
     from jaxmb.models.catalog import CATALOG
 
-    print("\n3. KUKA KR300 recordings (real): identify from A, predict B and C, with the defaults")
+    print("\n4. KUKA KR300 recordings (real): identify from A, predict B and C, with the defaults")
     name, model, _ = resolve_model("kr300")
     sch = schema_for(model)
     logs = {k: read_log(ROOT / f"data/kr300/kr300_traj_{k}.parquet", sch) for k in "ABC"}
@@ -250,5 +285,7 @@ with tempfile.TemporaryDirectory(), failures_as_nan():
         regressor_route()
     if "output_error" not in skip:
         output_error_route()
+    if "drift" not in skip:
+        replay_drift()
     if "kr300" not in skip:
         kr300()

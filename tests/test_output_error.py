@@ -384,6 +384,15 @@ def test_replay_drift_std_is_the_spread_of_replays_of_sampled_parameters(result,
         e = eps * np.eye(len(spec_v))[j]
         fd = (run(theta + e) - run(theta - e)) / (2 * eps)
         np.testing.assert_allclose(G[..., j], fd, atol=1e-6 * np.abs(G[..., j]).max())
+    # what `expected_rmse` uses: the same G from the replay cut into two pieces of 1 s,
+    # chained once their gaps are closed (measured: equal to 1e-14 of each column's largest)
+    span = {k: v[cols["t"] <= cols["t"][0] + 2.0 + 1e-9] for k, v in cols.items()}
+    t_c, G_c = drift.chained_sensitivity(theta, base, spec_v, span, np.asarray(seg.scale))
+    t_all = np.asarray(seg.ts[0])[keep]
+    at = np.searchsorted(t_all, t_c)
+    assert t_c.size == 200 and np.allclose(t_all[at], t_c)  # every 10th sample after the start
+    column = np.abs(G).max(axis=(0, 1))  # each parameter's largest
+    assert np.all(np.abs(G_c - G[at]).max(axis=(0, 1)) <= 1e-6 * column)
     std = drift.replay_std(G, cov)[::100]
     draws = np.random.default_rng(0).multivariate_normal(np.zeros(len(k)), cov, size=48)
     spread = np.std(np.stack([run(jnp.asarray(d)) for d in draws]), axis=0, ddof=1)[::100]
