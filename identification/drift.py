@@ -25,10 +25,9 @@ validation log, 16 parameters, the nominal plant, one core, after compiling: the
 ``G`` 19.4 s, the chain's 14.7 s in three evaluations (gaps 341, 0.25, then 1e-7 units); on
 the CLI's two XLA devices, which share the pieces (`output_error.per_device`) where the single
 run cannot use the second, 19.3 s against 6.8 s (`scripts/bench_identify.py`), the two equal to
-3e-10 of each column's largest. ``G`` is sampled every
-`STRIDE`-th sample, as the fits are. A plant whose actuators hold states of their own (a
-spool's dynamics, LuGre bristles), which a piece starts steady, keeps the single run
-(`replay_sensitivity`), at every sample."""
+3e-10 of each column's largest. ``G`` is sampled every `STRIDE`-th sample, as the fits are. A
+plant whose actuators hold states of their own (a spool's dynamics, LuGre bristles), which a
+piece starts steady, keeps the single run (`replay_sensitivity`), at every sample."""
 
 from __future__ import annotations
 
@@ -42,11 +41,10 @@ from jaxtyping import Array, Float
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
 from jaxmb.identification import shooting
+from jaxmb.identification.long_refit import STRIDE  # every 10th sample, as the long refit's
 from jaxmb.saved_programs import saved
 
 __all__ = ["chained_sensitivity", "replay_sensitivity", "replay_std", "expected_rmse"]
-
-STRIDE = 10  # every 10th sample of the chained replay (`long_refit.STRIDE`, 1 kHz logs at 100 Hz)
 
 
 @saved
