@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from benchkit import shipped_flags  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--batches", default="1,100,10000", help="batch sizes")
@@ -43,6 +44,7 @@ cores = os.cpu_count() or 1
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={cores}"
 ).strip()
+shipped_flags()
 
 import jax  # noqa: E402
 

@@ -17,7 +17,12 @@ checkpoints (`simulate`'s default, the peer) and with a checkpoint a step (`jaxm
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from benchkit import shipped_flags  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--repeats", type=int, default=5)
@@ -30,6 +35,7 @@ parser.add_argument(
     help="errors against a tight reference, and the RK4 1 ms peer",
 )
 args = parser.parse_args()
+shipped_flags()
 
 import jax  # noqa: E402
 
