@@ -2,7 +2,12 @@
 the 18 s A-B-C-D task): run time per simulated second after compilation next to Petrovic &
 Mattila's figures (0.05 for their Simulink model with ode4 at 1 ms, 0.14 for Simscape with
 ode45 at rtol 1e-7; aim 0.005), compile time, the solver comparison behind the defaults, the
-cost of one vector-field evaluation, and throughput vmapped over perturbed plants.
+cost of one vector-field evaluation, and throughput vmapped over perturbed plants. The loop
+is the one `jaxmb simulate --machine crane` and the crane's studies run: the crane's machine
+file, its controller on the bodies route (`jaxmb.vdc.bodies`), one kinematic pass a state for
+both. (Before 2026-12-05 the solver table and the batch ran `crane_controller`'s segments route,
+`crane_chain`, which no command runs: its controller costs 52 us an evaluation against the
+bodies route's 38 us.)
 
 The peer, run in the same process: the paper's own solver setting, classical RK4 at a fixed
 1 ms step, on the same loop. Ratios are against it; the paper's figures are printed for
@@ -42,6 +47,8 @@ import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
 from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller  # noqa: E402
+from jaxmb.control.machine_run import machine_closed_loop, machine_controller  # noqa: E402
+from jaxmb.io.machine import load_machine  # noqa: E402
 from jaxmb.models.crane import WAYPOINTS  # noqa: E402
 from jaxmb.simulation import QuinticWaypoints  # noqa: E402
 
@@ -84,7 +91,9 @@ def solvers(plant, ctrl):
     for name, opts in cases:
         # the plant handed over as the controller's, as `jaxmb simulate` does: its program
         # then knows and makes one kinematic pass a state (`pass_sharing`)
-        run = eqx.filter_jit(lambda c, o=opts: crane_closed_loop(c.plant, c, TS, throw=False, **o))
+        run = eqx.filter_jit(
+            lambda c, o=opts: machine_closed_loop(c.plant, c, TS, throw=False, **o)
+        )
         first = timed(run, ctrl)
         slow = "1e-10" in name or "implicit" in name
         best = min(timed(run, ctrl) for _ in range(1 if slow else args.repeats))
@@ -121,8 +130,9 @@ def vector_field_cost(plant, ctrl):
     from jaxmb.vdc.bodies import body_required_forces, body_required_forces_by_jacobians
 
     y0 = plant.initial_state(jnp.asarray(W["A"]), jnp.zeros(2))
-    bodies = eqx.tree_at(lambda c: c.chain, ctrl, None, is_leaf=lambda x: x is None)
-    p, s = eqx.partition((ctrl, bodies, plant), eqx.is_array)
+    # the shipped controller (bodies route) and, for comparison, the segments route
+    bodies, segments = ctrl, crane_controller(plant, ctrl.reference)
+    p, s = eqx.partition((segments, bodies, plant), eqx.is_array)
     K = bodies.body_gains()
     r = (jnp.asarray([0.2, -0.1]), jnp.asarray([0.1, 0.3]))
 
@@ -198,7 +208,7 @@ def batched(plant, ctrl):
         )
 
     def one(f):
-        tr = crane_closed_loop(perturbed(f), ctrl, ts, throw=False)
+        tr = machine_closed_loop(perturbed(f), ctrl, ts, throw=False)
         return jnp.abs(tr.e).max(), tr.success
 
     single = eqx.filter_jit(lambda f: one(f))
@@ -248,12 +258,13 @@ def sweep(plant):
 
 
 def main():
-    plant = jaxmb.models.lift_tilt_crane_plant()
-    ctrl = crane_controller(plant)
     print(f"jaxmb bench_crane: jax {jax.__version__}, devices {jax.devices()}")
     if args.sweep:
-        sweep(plant)
+        sweep(jaxmb.models.lift_tilt_crane_plant())
         return
+    # what `jaxmb simulate --machine crane` runs: the file's plant as the controller's model
+    ctrl = machine_controller(load_machine("crane"))
+    plant = ctrl.plant
     if not args.skip_solvers:
         solvers(plant, ctrl)
     vector_field_cost(plant, ctrl)
