@@ -22,6 +22,7 @@ from jaxmb.control.machine_report import write_machine_report
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate, start_position
+from jaxmb.simulation.integrate import refuse_delays
 
 __all__ = [
     "machine_controller",
@@ -50,6 +51,7 @@ def machine_controller(machine, plant=None, gains: dict | None = None) -> VDCCon
             "(waypoints = {coordinate = [...]}, segment_time, hold; see jaxmb.io.machine)"
         )
     plant = machine.plant if plant is None else plant
+    refuse_delays(plant, f"machine file {machine.path}")
     return VDCController(plant, None, machine.task.reference(), **machine_gains(machine, gains))
 
 

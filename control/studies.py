@@ -380,6 +380,12 @@ def machine_study(
     both the nominal plant and the controller's model. ``payload`` (kg) replaces the simulated
     plant's payload (needs a ``[payload]`` table); the controller keeps its own."""
     plant = machine.plant if plant is None else plant
+    delays = [n for n in distribution.names if n.startswith("valve.") and n.endswith(".delay")]
+    if delays:
+        raise ValueError(
+            f"[study] parameters {delays}: a valve's command delay cannot be sampled in a "
+            "closed-loop study (the loop does not hold past commands yet)"
+        )
     controller = machine_controller(machine, plant, gains=gains)
     if payload is not None:
         if machine.payload is None:

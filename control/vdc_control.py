@@ -18,7 +18,10 @@ Per cylinder j, with the required joint velocities ``qd_r = qd_d + lambda (q_d -
 - the valve voltage inverts the flow model (eq. (91)):
 
       u = u_fr / (A_a c_pa v(p_s - p_a) / V_a + A_b c_bn v(p_b - p_r) / V_b)   if u_fr > 0
-      u = u_fr / (A_a c_an v(p_a - p_r) / V_a + A_b c_pb v(p_s - p_b) / V_b)   otherwise.
+      u = u_fr / (A_a c_an v(p_a - p_r) / V_a + A_b c_pb v(p_s - p_b) / V_b)   otherwise,
+
+  and a valve with spool overlap ``u_db`` gets ``u + u_db sign(u)``, the command whose
+  effective opening is ``u`` (`jaxmb.actuators.hydraulics.Valve.step_over`).
 
 Departure from the paper, stated: its eqs. (80)-(81), (86)-(91) take chamber volumes
 ``V_a = A_a x`` and ``V_b = A_b (s - x)``. The spec's chambers have dead volumes ``V0``, so
@@ -215,7 +218,9 @@ class VDCController(eqx.Module):
                 c.area_a * val.c_an * signed_sqrt(p_a[i] - val.p_r, w) / V_a
                 + c.area_b * val.c_pb * signed_sqrt(val.p_s - p_b[i], w) / V_b
             )
-            u.append(jnp.where(ufr > 0, ufr / g_pos, ufr / g_neg))  # eq. (91)
+            # eq. (91) gives the opening; a known spool overlap is stepped over, as
+            # controllers of mobile valves do (`Valve.step_over`)
+            u.append(val.step_over(jnp.where(ufr > 0, ufr / g_pos, ufr / g_neg)))
             u_fr.append(ufr)
         return VDCTerms(
             u=jnp.stack(u),

@@ -26,7 +26,8 @@ is reported under its own name, ``validation_rmse_segments`` (restarts every
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import equinox as eqx
@@ -52,6 +53,7 @@ __all__ = [
     "hydraulic_selectors",
     "identify_hydraulic",
     "log_columns",
+    "validate_log",
     "with_held",
 ]
 
@@ -137,6 +139,26 @@ def _read(machine: Machine, path, required) -> tuple[Log, dict]:
     return log, log_columns(log)
 
 
+@dataclass(frozen=True)
+class _Fit:
+    """What the two stages and the refit leave, everything the report and the validation read."""
+
+    stage1: mech.MechanicsEstimate
+    stage1_plant: HydraulicPlant  # the machine under the fit log's conditions, stage 1's bodies
+    file_plant: HydraulicPlant  # the file's plant under the fit log's named payload
+    res: oe.OutputErrorResult
+    spec: oe.HydraulicParameters
+    held: dict  # {name: (value, std)} held at the short fit's values by the long refit
+    values: dict  # every estimate, the held ones included
+    stds: dict
+    conditions: dict
+    choices: dict
+    long_report: dict
+    noise: dict  # each signal's residual scale (SI)
+    pred: dict  # the fit log's segment-wise prediction by the identified plant
+    nominal: dict  # ... and by the file's
+
+
 def identify_hydraulic(
     name: str,
     machine: Machine,
@@ -145,6 +167,7 @@ def identify_hydraulic(
     validate: Sequence[str],
     progress: Callable[[str], None],
     *,
+    save: Callable[[dict], None] = lambda summary: None,
     window: tuple[float, float] | None = None,
     segment_time: float = 0.5,
     friction: bool = True,
@@ -165,12 +188,16 @@ def identify_hydraulic(
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries. ``cutoff`` and ``stride``: stage 1's low-pass (Hz) and
     decimation (default `mechanics.CUTOFF` and 10). ``long``: the refit on long segments
-    (`long_refit`), "auto" (kept where held-out long segments prefer it), "yes" or "no"."""
+    (`long_refit`), "auto" (kept where held-out long segments prefer it), "yes" or "no".
+
+    A finished fit is never lost: the parameter files and the fit's report are written, and
+    ``save`` is handed the summary so far, before any validation log is replayed. A validation
+    log whose replay fails is reported by name under ``"validation_failed"`` (the others are
+    still replayed), for the caller to raise after writing the summary."""
     choice.check_choices(mechanics=mechanics, leakage=leakage)
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
-    plant = machine.plant
-    required = required_signals(plant)
+    required = required_signals(machine.plant)
     # every log is read and checked before anything compiles
     log, cols = _read(machine, log_path, required)
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
@@ -179,6 +206,56 @@ def identify_hydraulic(
     check_uniform(fit_log, Path(log_path).name)
     for v in validate:
         check_uniform(vlogs[Path(v).stem][0], Path(v).name)
+    fit = _fit(
+        machine, log, fit_log, cols, progress, window=window, segment_time=segment_time,
+        friction=friction, leakage=leakage, max_evaluations=max_evaluations,
+        prior_weight=prior_weight, mechanics=mechanics, cutoff=cutoff, stride=stride, long=long,
+    )  # fmt: skip
+    summary = _write_fit(name, machine, fit, out, log_path, validate, segment_time)
+    summary["validation"] = "pending: the fit is written; the validation logs replay next"
+    save(summary)
+    series = {f"fit_{Path(log_path).stem}": fit.pred}
+    checks, failed = {}, {}
+    for stem, (vlog, vcols) in vlogs.items():
+        compile_cache.relieve()  # between stages (`compile_cache.relieve`)
+        progress(f"validating on {stem} (free-run replay)")
+        try:
+            checks[stem] = validate_log(machine, fit, vlog, vcols, segment_time)
+        except Exception as err:  # noqa: BLE001 - any failure of one log is reported, not lost
+            failed[stem] = f"{type(err).__name__}: {err}"
+            continue
+        series[f"validation_{stem}"] = checks[stem]["free"]
+        series[f"validation_{stem}_nominal"] = checks[stem]["free_nominal"]
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
+    progress("writing the report")
+    summary.update(_validation_report(out, fit, checks, plant=fit.res.plant))
+    if failed:
+        summary["validation_failed"] = failed
+    kinds = schema_for(fit.res.plant).kinds
+    signals = tuple(fit.noise)
+    display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
+    summary["plots"] = report.series_plots(
+        out,
+        {
+            tag: (
+                p["t"],
+                np.stack([p["measured"][c] for c in signals], 1),
+                np.stack([p["predicted"][c] for c in signals], 1),
+            )
+            for tag, p in series.items()
+        },
+        signals,
+        unit=[display[c][0] for c in signals],
+        scale=[display[c][1] for c in signals],
+    )
+    return summary
+
+
+def _fit(
+    machine: Machine, log: Log, fit_log: Log, cols: dict, progress, *, window, segment_time,
+    friction, leakage, max_evaluations, prior_weight, mechanics, cutoff, stride, long,
+) -> _Fit:  # fmt: skip
+    """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring)."""
     t0, t1 = (None, None) if window is None else window
     known = log.meta.get("conditions", {}).get("payload_kg")
     progress(
@@ -207,8 +284,7 @@ def identify_hydraulic(
         mechanics=mechanics, leakage=leakage, max_evaluations=max_evaluations,
     )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-    stage1_plant = plant
-    res, spec, plant, held, long_report = long_refit.refit_long(
+    res, spec, _, held, long_report = long_refit.refit_long(
         plant, res, spec, cols, np.asarray(seg.scale), refined_selectors(plant, stage1),
         choice=long, t_start=t0, t_end=t1, max_evaluations=max_evaluations,
     )  # fmt: skip
@@ -217,46 +293,32 @@ def identify_hydraulic(
     stds = {**{n: s for n, (_, s) in held.items()}, **res.std}
     if "body.payload.mass" in values and "payload_source" in conditions:
         conditions["payload_kg"] = values["body.payload.mass"]
-    pred = oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
     file_plant = _nominal_for(machine, log)
-    nominal = oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
-    series = {f"fit_{Path(log_path).stem}": pred}
-    validation, validation_nominal, validation_segments, expected = {}, {}, {}, {}
-    noise = dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True))
-    fit_pct, fit_pct_nominal = {}, {}
-    for stem, (vlog, vcols) in vlogs.items():
-        compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-        progress(f"validating on {stem} (free-run replay)")
-        vplant_nominal = with_held(_plant_for(machine, vlog, stage1), held, vlog)
-        theta, cov = np.array(res.theta), np.array(res.covariance)
-        if "payload_kg" in vlog.meta.get("conditions", {}) and "body.payload.mass" in spec.names:
-            # its own payload stays as named (theta 0: the value of vplant_nominal), known
-            i = spec.names.index("body.payload.mass")
-            theta[i], cov[i, :], cov[:, i] = 0.0, 0.0, 0.0
-        vplant = oe.plant_with(jnp.asarray(theta), vplant_nominal, spec)
-        free = oe.predict(vplant, vcols, mode="free", stride=1)  # every sample
-        expected[stem] = drift.expected_rmse(theta, cov, vplant_nominal, spec, vcols, noise)
-        free0 = oe.predict(_nominal_for(machine, vlog), vcols, mode="free", stride=1)
-        validation[stem], validation_nominal[stem] = free["rmse"], free0["rmse"]
-        fit_pct[stem], fit_pct_nominal[stem] = (
-            {c: report.fit_percent(p["measured"][c], p["predicted"][c]) for c in p["rmse"]}
-            for p in (free, free0)
-        )
-        validation_segments[stem] = oe.predict(vplant, vcols, segment_time=segment_time)["rmse"]
-        series[f"validation_{stem}"] = free
-        series[f"validation_{stem}_nominal"] = free0
-    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-    progress("writing the report")
+    return _Fit(
+        stage1=stage1, stage1_plant=plant, file_plant=file_plant, res=res, spec=spec,
+        held=held, values=values, stds=stds, conditions=conditions, choices=choices,
+        long_report=long_report,
+        noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
+        pred=oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1),
+        nominal=oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1),
+    )  # fmt: skip
+
+
+def _write_fit(
+    name: str, machine: Machine, fit: _Fit, out: Path, log_path, validate, segment_time: float
+) -> dict:
+    """``parameters.csv``, ``mechanics.csv``, ``base_parameters.csv`` and ``params.json`` of a
+    finished fit, before any validation; returns the summary's entries of the fit."""
+    res, spec, held, stage1 = fit.res, fit.spec, fit.held, fit.stage1
     report.refuse_non_finite(res.values, "the identified parameters")
     report.refuse_non_finite(res.std, "the identified parameters' std", allow_inf=True)
-    for stem, r in validation.items():
-        report.refuse_non_finite(r, f"the free-run replay of {stem}")
     out.mkdir(parents=True, exist_ok=True)
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
     sd[[not np.isfinite(res.std[n]) for n in res.names]] = np.inf  # undetermined: [0, inf]
     every = (*spec.names, *held)
-    file_values = {n: float(oe.parameter_getter(file_plant, n)(file_plant)) for n in every}
-    start_values = {n: float(oe.parameter_getter(stage1_plant, n)(stage1_plant)) for n in every}
+    file_values = {n: float(oe.parameter_getter(fit.file_plant, n)(fit.file_plant)) for n in every}
+    start = fit.stage1_plant
+    start_values = {n: float(oe.parameter_getter(start, n)(start)) for n in every}
     estimates = [(n, res.values[n], res.std[n], sd[k]) for k, n in enumerate(res.names)]
     estimates += [(n, v, s, s / v) for n, (v, s) in held.items()]  # std of log(value)
     rows = []
@@ -276,26 +338,6 @@ def identify_hydraulic(
         )
     report.write_table(out / "parameters.csv", rows)
     mechanics_summary = _mechanics_report(out, stage1)
-    kinds = schema_for(plant).kinds
-    signals = seg.signal_names
-    display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
-    report.write_table(
-        out / "validation.csv",
-        [
-            {
-                "log": stem,
-                "signal": c,
-                "unit": display[c][0],
-                "rmse": validation[stem][c] / display[c][1],
-                "rmse_nominal": validation_nominal[stem][c] / display[c][1],
-                "rmse_expected": expected[stem][c]["expected_rmse"] / display[c][1],
-                "fit_percent": fit_pct[stem][c],
-                "fit_percent_nominal": fit_pct_nominal[stem][c],
-            }
-            for stem in validation
-            for c in signals
-        ],
-    )
     params_file.write_params(
         out / "params.json",
         model_name=name,
@@ -305,7 +347,7 @@ def identify_hydraulic(
         payload=None
         if stage1.payload_mass is None
         else {
-            "mass": max(values.get("body.payload.mass", stage1.payload_mass), 0.0),
+            "mass": max(fit.values.get("body.payload.mass", stage1.payload_mass), 0.0),
             "com": list(stage1.payload_com),
             "std": stage1.payload_mass_std,
         },  # fmt: skip
@@ -316,25 +358,12 @@ def identify_hydraulic(
             },
             **{r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
         },  # fmt: skip
-        source={"log": str(log_path), "validation": [str(v) for v in validate], **conditions},
-    )
-    plots = report.series_plots(
-        out,
-        {
-            tag: (
-                p["t"],
-                np.stack([p["measured"][c] for c in signals], 1),
-                np.stack([p["predicted"][c] for c in signals], 1),
-            )
-            for tag, p in series.items()
-        },
-        signals,
-        unit=[display[c][0] for c in signals],
-        scale=[display[c][1] for c in signals],
+        source={"log": str(log_path), "validation": [str(v) for v in validate], **fit.conditions},
     )
     J = res.jacobian
     n = np.linalg.norm(J, axis=0)
     s = np.linalg.svd(J / np.where(n > 0, n, 1), compute_uv=False)
+    long_report = fit.long_report
     return {
         "route": "output error",
         "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
@@ -356,34 +385,94 @@ def identify_hydraulic(
         "cost_initial": res.cost0,
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
-        "conditions": conditions,
-        "payload": _payload_summary(stage1, values, stds),
-        "mechanics": {**mechanics_summary, "stage2": choices["mechanics"]},
-        "leakage": choices["leakage"],
+        "conditions": fit.conditions,
+        "payload": _payload_summary(stage1, fit.values, fit.stds),
+        "mechanics": {**mechanics_summary, "stage2": fit.choices["mechanics"]},
+        "leakage": fit.choices["leakage"],
         "long_refit": long_report,
-        "fit_rmse": pred["rmse"],
-        "fit_rmse_nominal": nominal["rmse"],
-        "validation": "free-run replay of the logged commands from the measured initial state",
-        "validation_rmse": validation,
-        "validation_rmse_nominal": validation_nominal,
-        "validation_fit_percent": fit_pct,
-        "validation_fit_percent_nominal": fit_pct_nominal,
-        "validation_rmse_segments": validation_segments,  # short-horizon: restarts per segment
-        # what the replay may drift given the parameters' std (first order; `drift`), and
-        # the RMSE that with the noise level (residual_scales) leads one to expect
-        "validation_drift_std": {
-            k: {c: v["drift_std"] for c, v in e.items()} for k, e in expected.items()
-        },
-        "validation_rmse_expected": {
-            k: {c: v["expected_rmse"] for c, v in e.items()} for k, e in expected.items()
-        },
+        "fit_rmse": fit.pred["rmse"],
+        "fit_rmse_nominal": fit.nominal["rmse"],
         "segment_time_s": segment_time,
         # each signal's residual scale (SI): its RMS residual once pilots and rescaling
         # agree, i.e. its noise level against the model (maximum likelihood with unknown
         # noise variances)
-        "residual_scales": dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
-        "samples": int(len(pred["t"])),
-        "plots": plots,
+        "residual_scales": fit.noise,
+        "samples": int(len(fit.pred["t"])),
+    }
+
+
+def validate_log(machine: Machine, fit: _Fit, vlog: Log, vcols: dict, segment_time: float) -> dict:
+    """The free-run replay of one validation log by the identified plant under the log's own
+    conditions (a payload its sidecar names, 0 kg included, is known: it is not drawn from the
+    fit), the file's plant's replay beside it, the RMSE the noise and the parameters'
+    covariance lead one to expect (`drift.expected_rmse`) and the segment-wise prediction."""
+    vplant_nominal = with_held(_plant_for(machine, vlog, fit.stage1), fit.held, vlog)
+    spec, theta, cov = fit.spec, np.array(fit.res.theta), np.array(fit.res.covariance)
+    if "payload_kg" in vlog.meta.get("conditions", {}) and "body.payload.mass" in spec.names:
+        # its own payload stays as named: not a parameter of this replay (and a named 0 kg
+        # has no log-scale reference)
+        keep = [k for k, n in enumerate(spec.names) if n != "body.payload.mass"]
+        spec = oe.HydraulicParameters([spec.names[k] for k in keep], dict(spec.reference))
+        theta, cov = theta[keep], cov[np.ix_(keep, keep)]
+    vplant = oe.plant_with(jnp.asarray(theta), vplant_nominal, spec)
+    free = oe.predict(vplant, vcols, mode="free", stride=1)  # every sample
+    report.refuse_non_finite(free["rmse"], "its free-run replay")
+    free0 = oe.predict(_nominal_for(machine, vlog), vcols, mode="free", stride=1)
+    return {
+        "free": free,
+        "free_nominal": free0,
+        "expected": drift.expected_rmse(theta, cov, vplant_nominal, spec, vcols, fit.noise),
+        "segments": oe.predict(vplant, vcols, segment_time=segment_time)["rmse"],
+    }
+
+
+def _validation_report(out: Path, fit: _Fit, checks: Mapping[str, dict], plant) -> dict:
+    """``validation.csv`` and the summary's validation entries of the logs that replayed."""
+    kinds = schema_for(plant).kinds
+    signals = tuple(fit.noise)
+    display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
+    fit_pct = {
+        stem: {
+            tag: {c: report.fit_percent(p["measured"][c], p["predicted"][c]) for c in p["rmse"]}
+            for tag, p in (("identified", c_["free"]), ("nominal", c_["free_nominal"]))
+        }
+        for stem, c_ in checks.items()
+    }
+    report.write_table(
+        out / "validation.csv",
+        [
+            {
+                "log": stem,
+                "signal": c,
+                "unit": display[c][0],
+                "rmse": ch["free"]["rmse"][c] / display[c][1],
+                "rmse_nominal": ch["free_nominal"]["rmse"][c] / display[c][1],
+                "rmse_expected": ch["expected"][c]["expected_rmse"] / display[c][1],
+                "fit_percent": fit_pct[stem]["identified"][c],
+                "fit_percent_nominal": fit_pct[stem]["nominal"][c],
+            }
+            for stem, ch in checks.items()
+            for c in signals
+        ],
+    )
+    return {
+        "validation": "free-run replay of the logged commands from the measured initial state",
+        "validation_rmse": {stem: c["free"]["rmse"] for stem, c in checks.items()},
+        "validation_rmse_nominal": {stem: c["free_nominal"]["rmse"] for stem, c in checks.items()},
+        "validation_fit_percent": {stem: f["identified"] for stem, f in fit_pct.items()},
+        "validation_fit_percent_nominal": {stem: f["nominal"] for stem, f in fit_pct.items()},
+        # short-horizon: restarts per segment
+        "validation_rmse_segments": {stem: c["segments"] for stem, c in checks.items()},
+        # what the replay may drift given the parameters' std (first order; `drift`), and
+        # the RMSE that with the noise level (residual_scales) leads one to expect
+        "validation_drift_std": {
+            stem: {s: v["drift_std"] for s, v in c["expected"].items()}
+            for stem, c in checks.items()
+        },
+        "validation_rmse_expected": {
+            stem: {s: v["expected_rmse"] for s, v in c["expected"].items()}
+            for stem, c in checks.items()
+        },
     }
 
 

@@ -493,6 +493,20 @@ def identify(
                          "logs apart by their names, so their rows would mix")  # fmt: skip
     t0 = time.perf_counter()
     out = Path(out)  # made by the route once every input has passed its checks
+
+    def write_summary(part: dict) -> dict:
+        summary = {
+            "model": name,
+            "log": _one_or_list(paths),
+            "validation_logs": [str(v) for v in validate],
+            **part,
+            "params_file": "params.json",
+            "time_s": time.perf_counter() - t0,
+        }
+        text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
+        (out / "summary.json").write_text(text + "\n")
+        return summary
+
     bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
 
     def progress(stage: str):
@@ -557,7 +571,8 @@ def identify(
                 )
 
             summary = identify_hydraulic(
-                name, m, paths[0], out, validate, progress, window=window, leakage=leakage or "auto",
+                name, m, paths[0], out, validate, progress, save=write_summary, window=window,
+                leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics, cutoff=cutoff, stride=stride,
                 long=long_refit,
                 segment_time=0.5 if segment_time is None else segment_time,
@@ -565,16 +580,14 @@ def identify(
         bar.update(bar.total - bar.n)
     finally:
         bar.close()
-    summary = {
-        "model": name,
-        "log": _one_or_list(paths),
-        "validation_logs": [str(v) for v in validate],
-        **summary,
-        "params_file": "params.json",
-        "time_s": time.perf_counter() - t0,
-    }
-    text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
-    (out / "summary.json").write_text(text + "\n")
+    summary = write_summary(summary)
+    failed = summary.get("validation_failed", {})
+    if failed:
+        raise ValueError(
+            "validation failed on "
+            + "; ".join(f"{stem}: {why}" for stem, why in failed.items())
+            + f". The fit is written to {out}/ (params.json, parameters.csv, summary.json)"
+        )
     return summary
 
 

@@ -235,9 +235,19 @@ EXPERIMENTS = {
     "synthetic_crane_payload_validation": (
         "stribeck60", 20.0, [[0.18, 0.08], [0.22, 0.10]], [[0.08, 0.37], [0.12, 0.25]], Q0, 0.4,
     ),
+    # the same crane with its bucket empty, as its sidecar says ("payload_kg": 0.0): a
+    # validation log of another condition than the fit's unknown load
+    "synthetic_crane_empty_validation": (
+        "stribeck0", 6.0, [[0.18, 0.08], [0.22, 0.10]], [[0.10, 0.33], [0.14, 0.29]], Q0, 0.4,
+    ),
 }  # fmt: skip
 # payload carried (kg) and whether the sidecar names it, per plant kind
-PAYLOADS = {"stribeck": (PAYLOAD, True), "lugre": (PAYLOAD, True), "stribeck60": (60.0, False)}
+PAYLOADS = {
+    "stribeck": (PAYLOAD, True),
+    "lugre": (PAYLOAD, True),
+    "stribeck60": (60.0, False),
+    "stribeck0": (0.0, True),
+}
 
 
 def main(argv=None) -> None:
@@ -262,11 +272,13 @@ def main(argv=None) -> None:
             "note": "hydraulics of the LuGre log are nominal; only the friction differs",
         },
         "payload_kg": {"synthetic_crane_payload_excitation": 60.0,
-                       "synthetic_crane_payload_validation": 60.0, "others": PAYLOAD},
+                       "synthetic_crane_payload_validation": 60.0,
+                       "synthetic_crane_empty_validation": 0.0, "others": PAYLOAD},
         "provenance": {"generator": "scripts/make_crane_logs.py", "seed": args.seed},
     }  # fmt: skip
     (args.out / "synthetic_crane_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
-    plants = {"stribeck": plant, "lugre": lugre_true_plant(), "stribeck60": true_plant(60.0)}
+    plants = {"stribeck": plant, "lugre": lugre_true_plant(), "stribeck60": true_plant(60.0),
+              "stribeck0": true_plant(0.0)}  # fmt: skip
     for k, (stem, (kind, t_end, amp, freq, offset, dither)) in enumerate(EXPERIMENTS.items()):
         if args.only is not None and stem not in args.only:
             continue

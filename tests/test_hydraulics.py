@@ -84,6 +84,44 @@ def test_valve_from_datasheet_gives_the_spec_coefficients():
     np.testing.assert_allclose(Q_a, 40e-3 / 60, rtol=1e-6)
 
 
+def test_spool_overlap_meters_the_opening_past_the_band():
+    """A valve with overlap ``u_db`` passes no flow inside the band and beyond it the flow of
+    the zero-lapped valve (eqs. (82)-(85), `flows_reference`) at the opening ``|u| - u_db``;
+    a datasheet's rated flow is reached at the rated command whatever the overlap; the
+    deadband is a differentiable leaf (the slope of Q_a in u_db is -c_pa v(p_s - p_a)), and
+    the controller's step over the band is the inverse of the effective opening."""
+    rng = np.random.default_rng(1)
+    c = rng.uniform(2e-8, 9e-8, 4)
+    p_s, p_r = 185 * BAR, 10 * BAR
+    valve = Valve(*c, p_s, p_r, dp_width=1.0, deadband=1.5)
+    for u in (-1.4, -0.3, 0.0, 0.7, 1.49):
+        np.testing.assert_array_equal(valve.flows(u, 80 * BAR, 60 * BAR), (0.0, 0.0))
+    for _ in range(10):
+        u = rng.uniform(1.6, 9.9) * rng.choice([-1, 1])
+        p_a, p_b = rng.uniform(15, 180, 2) * BAR
+        ref = flows_reference(c, u - 1.5 * np.sign(u), p_a, p_b, p_s, p_r)
+        np.testing.assert_allclose(valve.flows(u, p_a, p_b), ref, rtol=1e-11)
+    # saturation before the band: +-10 V meters 8.5 V
+    np.testing.assert_allclose(valve.flows(25.0, 50 * BAR, 50 * BAR),
+                               flows_reference(c, 8.5, 50 * BAR, 50 * BAR, p_s, p_r), rtol=1e-11)  # fmt: skip
+    # the rated flow at the rated command and 35 bar across one edge, with 2 V overlap
+    lift = Valve.from_datasheet(40e-3 / 60, 35 * BAR, p_s, p_r, deadband=2.0)
+    np.testing.assert_allclose(lift.c_pa, 40e-3 / 60 / (8.0 * np.sqrt(35 * BAR)), rtol=1e-12)
+    np.testing.assert_allclose(lift.flows(10.0, 150 * BAR, 100 * BAR)[0], 40e-3 / 60, rtol=1e-6)
+    # d Q_a / d u_db at u = 5 V
+    slope = jax.grad(lambda v: v.flows(5.0, 90 * BAR, 40 * BAR)[0])(valve).deadband
+    np.testing.assert_allclose(slope, -c[0] * np.sqrt(p_s - 90 * BAR), rtol=1e-9)
+    # step_over inverts the opening: a VDC law's opening reaches the edges unchanged
+    u_e = jnp.linspace(-8.4, 8.4, 29)
+    np.testing.assert_allclose(valve.opening(valve.step_over(u_e)), u_e, atol=1e-15)
+    with pytest.raises(ValueError, match="deadband must be below the command range"):
+        Valve(*c, p_s, p_r, deadband=10.0)
+    with pytest.raises(ValueError, match="deadband must be >= 0"):
+        Valve(*c, p_s, p_r, deadband=-0.1)
+    with pytest.raises(ValueError, match="deadband must be below the rated command"):
+        Valve.from_datasheet(40e-3 / 60, 35 * BAR, p_s, p_r, u_nom=5.0, deadband=5.0)
+
+
 def test_cylinder_pressure_dynamics_reduce_to_eqs_80_81():
     """With no dead volume and no leakage the rates are eqs. (80)-(81) as printed."""
     beta, A_a, A_b, s = 1.2e9, 7.853982e-3, 5.390973e-3, 0.535
@@ -362,3 +400,51 @@ def test_a_plant_with_direct_joint_torques_and_a_hydraulic_elbow():
     )  # f = -Q_g,delta
     with pytest.raises(ValueError, match="unknown coordinate 'psi'"):
         HydraulicPlant(arm, [elbow], direct=("psi",))
+
+
+def test_a_valves_command_delay_replays_the_log_shifted_in_time(crane_plant):
+    """A valve's ``delay`` d: a replay of logged commands drives its spool with the command
+    logged d earlier, interpolated between samples (0.4 ms here, under the 1 ms sample): the
+    same trajectory as the undelayed plant under the table shifted by d by hand, and the
+    command's slope in d is minus its slope in t. A feedback loop refuses the delay, by name."""
+    import equinox as eqx
+
+    from jaxmb.simulation import CommandTable, simulate
+
+    rng = np.random.default_rng(3)
+    t = np.arange(0.0, 0.301, 1e-3)
+    u = np.stack([3 * np.sin(9 * t) + 0.3 * rng.normal(size=t.size),
+                  -2 * np.sin(7 * t + 1) + 0.3 * rng.normal(size=t.size)], 1)  # fmt: skip
+    delays = {"lift": 0.0004, "tilt": 0.0123}
+    late = eqx.tree_at(lambda p: [a.valve.delay for a in p.actuators], crane_plant,
+                       [jnp.asarray(delays[a.name]) for a in crane_plant.actuators])  # fmt: skip
+    names = crane_plant.command_names
+    table = CommandTable(t, u, names).for_plant(late)
+    for tk in (0.0, 0.0101, 0.1505, 0.3):
+        want = [np.interp(tk - delays[n[2:]], t, u[:, j]) for j, n in enumerate(names)]
+        np.testing.assert_allclose(table(tk), want, rtol=1e-14, atol=1e-14)
+    tk = 0.1505  # between samples: d/dd u(t - d) = -du/dt
+    slope = jax.jacfwd(lambda d: eqx.tree_at(lambda c: c.delays, table, d)(tk))(table.delays)
+    k = [int((tk - delays[n[2:]]) / 1e-3) for n in names]  # the sample interval each reads
+    du = [(u[k[j] + 1, j] - u[k[j], j]) / 1e-3 for j in range(2)]
+    np.testing.assert_allclose(np.diag(slope), -np.asarray(du), rtol=1e-9)
+    q0 = jnp.array([0.45, -0.15])
+    run = eqx.filter_jit(lambda p, tab: simulate(p, tab, None, q0, jnp.zeros(2), jnp.asarray(t),
+                                                   solver="rk4", fixed_step=1e-3))  # fmt: skip
+    # the table shifted by hand, as a logger that stamped every command d late would have
+    # written it: on a grid holding every column's shifted sample times, so that its linear
+    # interpolation is each shifted column's exactly
+    grid = np.unique(np.concatenate([t] + [t + d for d in delays.values()]))
+    by_hand = CommandTable(
+        grid, np.stack([np.interp(grid, t + delays[n[2:]], u[:, j]) for j, n in enumerate(names)], 1),
+        names,
+    )  # fmt: skip
+    a, b = run(late, CommandTable(t, u, names)), run(crane_plant, by_hand)
+    np.testing.assert_allclose(a.q, b.q, rtol=0, atol=1e-12)
+    for k in ("p_a_lift", "p_b_tilt"):
+        np.testing.assert_allclose(a.signals[k], b.signals[k], rtol=1e-12)
+    assert float(jnp.abs(a.q - run(crane_plant, CommandTable(t, u, names)).q).max()) > 1e-5
+    with pytest.raises(ValueError, match=r"simulate: the valves of \['u_lift', 'u_tilt'\] have a "
+                       "command delay"):  # fmt: skip
+        simulate(late, lambda t, y, d: jnp.zeros(2), None, q0, jnp.zeros(2), jnp.asarray(t[:3]),
+                 solver="rk4", fixed_step=1e-3)  # fmt: skip

@@ -136,19 +136,49 @@ def test_kr300_identified_urdf(kr300_run):
     assert "counterbalance (known)" in text
 
 
-def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
+def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypatch):
     """Issue 27's user case, with the defaults: the crane carrying 60 kg that its 40 s log
     does not mention. Stage 1 finds the payload with the booms from the pressure forces; stage
     2 the hydraulics by output error; the free-run replay of the whole 20 s validation log
     validates. Issue 27 point 4: payload within 3 %, valves within 1 %, bulk moduli within
     5 %, Coulomb friction within 10 %, every signal's free-run RMSE within 1.5x of the true
     plant's replay of the same noisy log (about 7 minutes on the 2-core CI machine)."""
+    from jaxmb.identification import hydraulic_route
+    from jaxmb.io.logs import read_log, write_log
+
     val = CRANE / "synthetic_crane_payload_validation.parquet"
+    # the bucket empty, as its sidecar says ("payload_kg": 0.0): 0 kg is a known payload
+    empty = CRANE / "synthetic_crane_empty_validation.parquet"
+    # a log whose validation fails after the fit (a failure injected below): the fit must
+    # be written before any validation runs, and the other logs still validated
+    whole = read_log(empty)
+    broken = tmp_path / "broken.parquet"
+    write_log(broken, whole.t[:2001], {k: v[:2001] for k, v in whole.signals.items()},
+              meta=whole.meta)  # fmt: skip
+    on_disk = []
+
+    def failing(machine, fit, vlog, vcols, segment_time):
+        on_disk.append(sorted(p.name for p in out.iterdir()))
+        if len(vlog.t) == 2001:
+            raise RuntimeError("injected after the fit")
+        return validate_log(machine, fit, vlog, vcols, segment_time)
+
+    validate_log = hydraulic_route.validate_log
+    monkeypatch.setattr(hydraulic_route, "validate_log", failing)
     out = tmp_path / "crane"
     argv = ["identify", str(CRANE / "synthetic_crane_payload_excitation.parquet"), "--model",
-            "crane", "--validate", str(val), "--out", str(out), "--quiet"]  # fmt: skip
-    assert cli.main(argv) == 0
+            "crane", "--validate", str(val), "--validate", str(broken), "--validate", str(empty),
+            "--out", str(out), "--quiet"]  # fmt: skip
+    with pytest.raises(SystemExit, match="validation failed on broken: RuntimeError: injected "
+                       "after the fit. The fit is written to .*params.json"):  # fmt: skip
+        cli.main(argv)
+    # issue 79 point 8: the parameters and the fit's report were on disk before the first
+    # validation log replayed
+    assert {"params.json", "parameters.csv", "mechanics.csv", "summary.json"} <= set(on_disk[0])
+    assert len(on_disk) == 3
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["validation_failed"] == {"broken": "RuntimeError: injected after the fit"}
+    assert set(summary["validation_rmse"]) == {val.stem, empty.stem}
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]
     payload = summary["payload"]
@@ -219,6 +249,25 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path):
         assert v[c] <= 1.5 * floor["rmse"][c], (c, v[c], floor["rmse"][c])
     for c in ("q1", "q2"):
         assert v[c] < 0.1 * v0[c], c
+    # the empty bucket's log replays with the 0 kg its sidecar names, not the identified load
+    # (60 kg at the tip would move the lift's pressures by bars): every pressure within 1.5x
+    # of the true plant's own replay of it at 0 kg (measured 1.00-1.03x), the angles 100x
+    # better than the file's plant. The angles are not at the true plant's floor (q1 3.7x,
+    # q2 1.2x): one loaded log hardly tells the tip boom's mass from the payload's (the fit
+    # traded 0.4 kg between them), which a replay without the payload exposes; a campaign
+    # with an empty log separates them
+    true_empty = apply_hydraulics(load_machine("crane", payload=0.0).plant, {"hydraulics": hyd})
+    floor0 = oe.predict(true_empty, log_columns(crane.read_log(empty)), mode="free", stride=1)
+    v_empty = summary["validation_rmse"][empty.stem]
+    v0_empty = summary["validation_rmse_nominal"][empty.stem]
+    print("empty bucket / true plant's: "
+          + ", ".join(f"{c} {v_empty[c] / floor0['rmse'][c]:.2f}" for c in v_empty))  # fmt: skip
+    for c in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
+        assert v_empty[c] <= 1.5 * floor0["rmse"][c], (c, v_empty[c], floor0["rmse"][c])
+    for c in ("q1", "q2"):
+        assert v_empty[c] < 0.01 * v0_empty[c], (c, v_empty[c], v0_empty[c])
+    rows = (out / "validation.csv").read_text().splitlines()
+    assert sum(r.startswith(f"{empty.stem},") for r in rows) == 6
     # and what the replay should show, from the noise and the parameters' covariance
     # (`drift`): the pressures are at it (measured 0.98-1.08x). The angles' expectation leaves
     # out the error of the replay's measured start velocity: the true plant's own replay is

@@ -259,6 +259,38 @@ def test_payload_is_a_differentiable_leaf(knuckle):
     np.testing.assert_allclose(batch[1] - batch[0], batch[2] - batch[1], rtol=1e-9)  # linear
 
 
+def test_a_valves_overlap_from_the_machine_file(knuckle, tmp_path):
+    """``deadband`` in a valve's table: a leaf of the plant's valve, 0 by default (the files
+    without it keep today's valves), and the rated flow reached at the rated command past it
+    (``c = rated_flow / ((command_max - deadband) sqrt(dp))``)."""
+    assert all(float(a.valve.deadband) == 0.0 for a in knuckle.plant.actuators)
+    text = KNUCKLE.read_text().replace('cylinder = "lift"\n', 'cylinder = "lift"\ndeadband = 1.2\n')
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    (tmp_path / "m.toml").write_text(text)
+    lift = load_machine(tmp_path / "m.toml").plant.actuators[0].valve
+    assert float(lift.deadband) == 1.2
+    np.testing.assert_allclose(lift.c_bn, 1.0e-3 / (8.8 * np.sqrt(35e5)), rtol=1e-12)
+
+
+def test_known_sensor_offsets_are_taken_off_every_log(knuckle, tmp_path):
+    """``[log] offsets``: a transducer that reads 0.4 bar at zero pressure (in the column's
+    unit, bar here) and an encoder whose zero is 0.2 deg off (SI, rad): every log of the
+    machine is read with the offsets subtracted, the other signals as they were."""
+    text = KNUCKLE.read_text().replace(
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }',
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }\noffsets = { p_a_lift = 0.4, fold = 0.0035 }',
+    )
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    (tmp_path / "m.toml").write_text(text)
+    shifted = load_machine(tmp_path / "m.toml")
+    assert shifted.offsets == {"p_a_lift": 0.4e5, "fold": 0.0035}
+    log = KNUCKLE.parent / "knuckle_telescope_validation.parquet"
+    a, b = knuckle.read_log(log), shifted.read_log(log)
+    np.testing.assert_array_equal(b.t, a.t)
+    for k in a.names:
+        np.testing.assert_allclose(b[k], a[k] - shifted.offsets.get(k, 0.0), rtol=0, atol=1e-9)
+
+
 def test_machine_log_columns_and_units(knuckle, tmp_path):
     """A log in the machine's own names and units (bar) reads as the plant's signals in SI."""
     t = np.linspace(0, 1, 11)
@@ -357,6 +389,36 @@ BAD_FILES = {
     ),
     "vdc gain not positive": ("[task]", "[vdc]\nk_x = -1.0\n\n[task]", r"\[vdc\] key 'k_x'"),
     "vdc gain per cylinder": ("[task]", "[vdc]\nk_f = [1e-7, 1e-7]\n\n[task]", r"or 3 of them"),
+    "offset of a signal the machine lacks": (
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }',
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }\noffsets = { p_a_lfit = 0.4 }',
+        r"\[log\] key 'offsets': 'p_a_lfit' is not a signal of this machine",
+    ),
+    "offset as text": (
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }',
+        'units = { p_a_lift = "bar", p_b_lift = "bar" }\noffsets = { p_a_lift = "0.4 bar" }',
+        r"\[log\] key 'offsets': 'p_a_lift': expected a finite number \(bar\)",
+    ),
+    "overlap negative": (
+        'cylinder = "fold"\n',
+        'cylinder = "fold"\ndeadband = -0.5\n',
+        r"\[valves.fold\] key 'deadband': expected a number >= 0 \(V\)",
+    ),
+    "overlap not below the command range": (
+        'cylinder = "fold"\n',
+        'cylinder = "fold"\ndeadband = 10.0\n',
+        r"\[valves.fold\] key 'deadband': expected an overlap below command_max = 10 V",
+    ),
+    "overlap not below the rated command": (
+        'cylinder = "fold"\n',
+        'cylinder = "fold"\ndeadband = 4.0\nrated_command = 4.0\n',
+        r"\[valves.fold\] key 'deadband': expected an overlap below rated_command = 4",
+    ),
+    "overlap as text": (
+        'cylinder = "fold"\n',
+        'cylinder = "fold"\ndeadband = "1 V"\n',
+        r"\[valves.fold\] key 'deadband': expected a finite number",
+    ),
 }
 
 

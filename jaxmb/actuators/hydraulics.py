@@ -239,10 +239,19 @@ class Valve(eqx.Module):
     selection function of eq. (84), ``v`` the regularised signed root of eq. (85),
     `signed_sqrt`). ``u > 0`` connects the piston side to supply (the cylinder extends).
 
+    Spool overlap (the dead band of mobile valves): with ``deadband`` ``u_db`` the edges meter
+    the effective opening ``u_e = sign(u) max(|u| - u_db, 0)`` in place of ``u`` (`opening`),
+    so no flow passes until the spool leaves the band. ``u_db = 0``, the default, is the ideal
+    zero-lapped valve of eqs. (82)-(85).
+
     Attributes:
         c_pa, c_an, c_pb, c_bn: flow coefficients per edge, m^3 s^-1 V^-1 Pa^-1/2.
         p_s, p_r: supply and return pressures, Pa.
         u_max: command saturation, V (commands are clipped to [-u_max, u_max]).
+        deadband: spool overlap ``u_db``, V (command units): ``0 <= u_db < u_max``.
+        delay: transport delay of the command, s (bus and driver): the spool is driven by the
+            command sent ``delay`` earlier. Replays of logged commands take it exactly
+            (`jaxmb.simulation.CommandTable`); a feedback loop refuses a delay it cannot hold.
         dp_width: width of the square root's regularisation, Pa (`signed_sqrt`).
         spool: ``"none"`` (the spool follows the command), ``"first"`` (time constant
             ``tau``, s) or ``"second"`` (natural frequency ``omega``, rad/s, damping ``zeta``).
@@ -255,6 +264,8 @@ class Valve(eqx.Module):
     p_s: Float[Array, ""]
     p_r: Float[Array, ""]
     u_max: Float[Array, ""]
+    deadband: Float[Array, ""]
+    delay: Float[Array, ""]
     dp_width: Float[Array, ""]
     tau: Float[Array, ""]
     omega: Float[Array, ""]
@@ -271,6 +282,8 @@ class Valve(eqx.Module):
         p_r,
         *,
         u_max=10.0,
+        deadband=0.0,
+        delay=0.0,
         dp_width=1e3,
         spool: str = "none",
         tau=0.01,
@@ -294,6 +307,14 @@ class Valve(eqx.Module):
                     f"<= {float(self.p_r)} Pa"
                 )
         self.u_max = _positive(o, "u_max", u_max)
+        self.deadband = _positive(o, "deadband", deadband, allow_zero=True)
+        self.delay = _positive(o, "delay", delay, allow_zero=True)
+        if not any(isinstance(x, jax.core.Tracer) for x in (self.deadband, self.u_max)):
+            if not float(self.deadband) < float(self.u_max):
+                raise ValueError(
+                    f"Valve: deadband must be below the command range u_max; got "
+                    f"{float(self.deadband)} >= {float(self.u_max)}"
+                )
         self.dp_width = _positive(o, "dp_width", dp_width)
         self.tau = _positive(o, "tau", tau)
         self.omega = _positive(o, "omega", omega)
@@ -303,15 +324,25 @@ class Valve(eqx.Module):
     def from_datasheet(cls, q_nom, dp_nom, p_s, p_r, *, u_nom=10.0, **options) -> Valve:
         r"""A symmetric valve from its datasheet rating: nominal flow ``q_nom`` (m^3/s) at the
         pressure drop ``dp_nom`` (Pa) per notch (one metering edge) at the command ``u_nom``
-        (V): ``c = q_nom / (u_nom sqrt(dp_nom))`` on all four edges (the spec's rule).
+        (V): ``c = q_nom / ((u_nom - u_db) sqrt(dp_nom))`` on all four edges (the spec's rule,
+        ``u_db = 0``). A datasheet rates the flow at the command, overlap included: the edges
+        meter the opening past the dead band ``u_db`` (``deadband`` in ``options``), so the
+        rated flow is reached at ``u_nom`` whatever the overlap.
         E.g. NG6, 40 l/min at 35 bar: ``Valve.from_datasheet(40e-3/60, 35e5, 185e5, 10e5)``."""
+        u_db = options.get("deadband", 0.0)
+        if not isinstance(u_db, jax.core.Tracer) and not float(u_db) < float(u_nom):
+            raise ValueError(
+                f"Valve.from_datasheet: deadband must be below the rated command u_nom; got "
+                f"{float(u_db)} >= {float(u_nom)}"
+            )
         rating = {"q_nom": q_nom, "dp_nom": dp_nom, "u_nom": u_nom}
         rating = {k: _positive("Valve.from_datasheet", k, v) for k, v in rating.items()}
-        xp = jnp if any(isinstance(x, jax.Array) for x in (q_nom, dp_nom, u_nom)) else np
+        xp = jnp if any(isinstance(x, jax.Array) for x in (q_nom, dp_nom, u_nom, u_db)) else np
         if xp is jnp:  # a traced rating is checked at run time: the checked values must be used
             q_nom, dp_nom, u_nom = rating["q_nom"], rating["dp_nom"], rating["u_nom"]
         with np.errstate(all="ignore"):  # as JAX: a bad rating gives inf or NaN, refused below
-            c = xp.asarray(q_nom, float) / (xp.asarray(u_nom, float) * xp.sqrt(dp_nom))
+            opening = xp.asarray(u_nom, float) - xp.asarray(u_db, float)
+            c = xp.asarray(q_nom, float) / (opening * xp.sqrt(dp_nom))
         return cls(c, c, c, c, p_s, p_r, **options)
 
     def saturate(self, u):
@@ -334,10 +365,23 @@ class Valve(eqx.Module):
         s, sd = spool[0], spool[1]
         return jnp.stack([sd, self.omega**2 * (u - s) - 2 * self.zeta * self.omega * sd])
 
-    def flows(self, u, p_a, p_b) -> tuple[Array, Array]:
-        r"""``(Q_a, Q_b)`` into the chambers, m^3/s, for the spool opening ``u`` (V), eqs.
-        (82)-(85). ``u`` is clipped to ``[-u_max, u_max]`` first."""
+    def opening(self, u):
+        """The effective opening the edges meter for the spool position (or command) ``u``:
+        ``sign(u) max(|u| - u_db, 0)`` after saturation (spool overlap, the class docstring)."""
         u = self.saturate(u)
+        return jnp.sign(u) * jnp.maximum(jnp.abs(u) - self.deadband, 0.0)
+
+    def step_over(self, u_e):
+        """The command whose effective `opening` is ``u_e``: ``u_e + u_db sign(u_e)``, the
+        dead-band compensation of a controller that knows the overlap (the command steps over
+        the band; saturation left to the valve)."""
+        return u_e + self.deadband * jnp.sign(u_e)
+
+    def flows(self, u, p_a, p_b) -> tuple[Array, Array]:
+        r"""``(Q_a, Q_b)`` into the chambers, m^3/s, for the spool position ``u`` (V), eqs.
+        (82)-(85) on the effective `opening` (``u`` clipped to ``[-u_max, u_max]``, less the
+        overlap)."""
+        u = self.opening(u)
         w = self.dp_width
         pos = jnp.maximum(u, 0.0)  # u S(u), eq. (84)
         neg = jnp.minimum(u, 0.0)  # u S(-u)
@@ -497,7 +541,8 @@ class HydraulicActuator(eqx.Module):
         return f
 
     def opening(self, u, state) -> Array:
-        """The spool opening that meters the flow: the command, or the lagged spool position."""
+        """The spool position the valve meters (`Valve.flows`): the command, or the lagged
+        spool position."""
         if self.valve.spool == "none":
             return u
         return state["spool"][0]

@@ -181,6 +181,13 @@ class HydraulicPlant(AbstractPlant):
     def command_names(self) -> tuple[str, ...]:
         return tuple(f"u_{a.name}" for a in self.actuators) + tuple(f"tau_{c}" for c in self.direct)
 
+    @property
+    def command_delays(self) -> Float[Array, " m"]:
+        """Each command's transport delay, s, in ``command_names`` order: a valve's ``delay``
+        (its command reaches the spool that much later), 0 for a direct force."""
+        zero = [jnp.zeros(()) for _ in self.direct]
+        return jnp.stack([a.valve.delay for a in self.actuators] + zero)
+
     def actuator(self, name: str) -> HydraulicActuator:
         for a in self.actuators:
             if a.name == name:

@@ -50,6 +50,12 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     # or the four edge coefficients c_pa, c_an, c_pb, c_bn (m^3 s^-1 V^-1 Pa^-1/2)
     command_max = 10.0                # saturation, in command_unit
     command_unit = "V"
+    deadband = 0.0                    # spool overlap, in command_unit (0 <= deadband <
+                                      # command_max): the edges meter sign(u) max(|u| - deadband, 0),
+                                      # and the rated flow is reached at rated_command past it:
+                                      # c = rated_flow / ((rated_command - deadband) sqrt(dp))
+    delay = 0.0                       # s, command transport delay (bus, driver): replays of
+                                      # logged commands take it; a closed loop refuses it
     spool = { model = "first", time_constant = 0.01 }   # or "none", or model = "second",
                                                         # frequency (rad/s), damping
 
@@ -66,6 +72,9 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     [log]                             # optional: the log's names for the plant's signals
     columns = { q1 = "boom_angle", p_a_lift = "P1" }    # plant name = log column
     units = { p_a_lift = "bar" }      # non-SI units of the log's columns (see logs)
+    offsets = { p_a_lift = 0.4 }      # known sensor offsets: what the sensor reads when the
+                                      # signal is 0, in the column's unit (units, else SI);
+                                      # subtracted from every log of this machine on reading
 
 Friction models: ``"stribeck"`` (F_c, F_s, v_s, sigma, v_eps), ``"lugre"`` (sigma0, sigma1,
 sigma2, F_c, F_s, v_s, optional v_eps), ``"viscous"`` (sigma), ``"none"``.
@@ -129,7 +138,7 @@ _TABLES = {
     "payload": {"mass", "link", "com"},
     "cylinders": None,
     "valves": None,
-    "log": {"columns", "units"},
+    "log": {"columns", "units", "offsets"},
     "task": {"waypoints", "segment_time", "hold"},
     "vdc": {"lam", "k_v", "k_0", "k_x", "k_f"},
 }
@@ -166,6 +175,8 @@ _VALVE_KEYS = {
     "c_bn",
     "command_max",
     "command_unit",
+    "deadband",
+    "delay",
     "spool",
     "dp_width",
 }
@@ -227,6 +238,8 @@ class Machine:
         payload: the file's payload (None without one).
         columns: ``{plant signal: log column}`` for signals the log names otherwise.
         units: ``{plant signal: unit}`` of the log's non-SI columns.
+        offsets: ``{plant signal: offset}`` (SI) that `read_log` subtracts: a sensor's known
+            reading at zero.
         command_units: ``{actuator: unit}`` of each valve command.
         task: the file's waypoint task (None without ``[task]``).
         gains: the file's VDC gains (``[vdc]``), as given.
@@ -239,6 +252,7 @@ class Machine:
     payload: Payload | None
     columns: Mapping[str, str] = field(default_factory=dict)
     units: Mapping[str, str] = field(default_factory=dict)
+    offsets: Mapping[str, float] = field(default_factory=dict)
     command_units: Mapping[str, str] = field(default_factory=dict)
     task: Task | None = None
     gains: Mapping[str, object] = field(default_factory=dict)
@@ -265,10 +279,15 @@ class Machine:
 
     def read_log(self, path, *, required=()):
         """A log of this machine (`jaxmb.io.logs.read_log`), its columns renamed
-        and converted as the file's ``[log]`` table says, checked against the plant's signals."""
-        return read_log(
+        and converted as the file's ``[log]`` table says, checked against the plant's signals,
+        and the known sensor ``offsets`` subtracted."""
+        log = read_log(
             path, schema_for(self.plant), required=required, columns=self.columns, units=self.units
         )
+        if not self.offsets:
+            return log
+        signals = {k: log[k] - self.offsets.get(k, 0.0) for k in log.names}
+        return type(log)(log.t, signals, log.sidecar)
 
     def with_payload(self, mass: Float[ArrayLike, ""], com: Float[ArrayLike, 3] | None = None):
         """The plant with the payload's mass (kg) and centre (m, in its link) replaced."""
@@ -470,7 +489,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         for c, spec in cylinders.items()
     ]
     plant = HydraulicPlant(model, actuators)
-    columns, units = _log_tables(where, doc, plant)
+    columns, units, offsets = _log_tables(where, doc, plant)
     task = _task(where, doc, plant)
     gains = _gains(where, doc, plant)
     return Machine(
@@ -480,6 +499,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         payload=payload_info,
         columns=columns,
         units=units,
+        offsets=offsets,
         command_units={c: valves[c][1] for c in cylinders},
         task=task,
         gains=gains,
@@ -684,7 +704,14 @@ def _valves(where: _Where, doc, cylinders: Mapping, p_s: float, p_r: float) -> d
             raise where.error(table, "spool", "expected 'none' or a table { model = ..., ... }")
         smodel = where.string(spool, f"{table}.spool", "model", choices=set(_SPOOL))
         where.known(spool, f"{table}.spool", _SPOOL[smodel][0] | {"model"})
-        opts = {"spool": smodel, "u_max": u_max}
+        u_db = where.number(t, table, "deadband", default=0.0, low=0, strict=False, unit=unit)
+        if not u_db < u_max:
+            raise where.error(
+                table, "deadband", f"expected an overlap below command_max = {u_max:g} {unit} "
+                f"(the command range), got {u_db:g}"
+            )  # fmt: skip
+        delay = where.number(t, table, "delay", default=0.0, low=0, strict=False, unit="s")
+        opts = {"spool": smodel, "u_max": u_max, "deadband": u_db, "delay": delay}
         keys = {"time_constant": "tau", "frequency": "omega", "damping": "zeta"}
         for k in _SPOOL[smodel][0]:
             opts[keys[k]] = where.number(spool, f"{table}.spool", k, low=0)
@@ -707,6 +734,11 @@ def _valves(where: _Where, doc, cylinders: Mapping, p_s: float, p_r: float) -> d
             q_nom = where.number(t, table, "rated_flow", low=0, unit="m^3/s")
             dp_nom = where.number(t, table, "rated_pressure_drop", low=0, unit="Pa")
             u_nom = where.number(t, table, "rated_command", default=u_max, low=0)
+            if not u_db < u_nom:
+                raise where.error(
+                    table, "deadband", f"expected an overlap below rated_command = {u_nom:g} "
+                    f"{unit} (the rated flow is metered past it), got {u_db:g}"
+                )  # fmt: skip
             valve = Valve.from_datasheet(q_nom, dp_nom, p_s, p_r, u_nom=u_nom, **opts)
         out[cyl] = (valve, unit)
     missing = [c for c in cylinders if c not in out]
@@ -842,13 +874,15 @@ def _joints_between(model: Model, a: str, b: str) -> list[int]:
     return [k for k in ua + ub if k not in common]
 
 
-def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict]:
+def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict, dict]:
+    """``[log]``'s ``columns``, ``units`` and ``offsets`` (converted to SI), checked."""
     log = where.table(doc, "log", _TABLES["log"], required=False) or {}
     schema = schema_for(plant)
     known = set(schema.names)
     columns = log.get("columns", {})
     units = log.get("units", {})
-    for key, table in (("columns", columns), ("units", units)):
+    offsets = log.get("offsets", {})
+    for key, table in (("columns", columns), ("units", units), ("offsets", offsets)):
         if not isinstance(table, Mapping):
             raise where.error("log", key, "expected a table { signal = value }")
         for k, v in table.items():
@@ -858,6 +892,12 @@ def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict]:
                     key,
                     f"{k!r} is not a signal of this machine; signals are {sorted(known)}",
                 )
+            if key == "offsets":
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    unit = units.get(k, KINDS.get(schema.kinds[k], "SI"))
+                    raise where.error("log", key, f"{k!r}: expected a finite number ({unit}), "
+                                      f"the sensor's reading at zero, got {v!r}")  # fmt: skip
+                continue
             if not isinstance(v, str) or not v:
                 raise where.error("log", key, f"{k!r}: expected a non-empty string, got {v!r}")
     for k, u in units.items():
@@ -874,7 +914,8 @@ def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict]:
     dup = sorted({c for c in raw if raw.count(c) > 1})
     if dup:
         raise where.error("log", "columns", f"log columns {dup} are named for two signals")
-    return dict(columns), dict(units)
+    si = {k: float(v) * (UNITS[units[k]][1] if k in units else 1.0) for k, v in offsets.items()}
+    return dict(columns), dict(units), si
 
 
 def check_reach(machine: Machine, q: np.ndarray, *, source: str = "log", t=None) -> None:

@@ -147,6 +147,7 @@ def lift_tilt_crane_plant(
         v = a.valve
         if spool != "none" or valve_options:
             edges = (v.c_pa, v.c_an, v.c_pb, v.c_bn)
+            valve_options = {"deadband": v.deadband, "delay": v.delay, **valve_options}
             v = Valve(*edges, v.p_s, v.p_r, u_max=v.u_max, spool=spool, **valve_options)
         fr = {"stribeck": a.friction, "lugre": LuGreFriction(**LUGRE), "none": None}[friction]
         actuators.append(HydraulicActuator(a.name, a.mount, a.cylinder, v, fr))

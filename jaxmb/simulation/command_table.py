@@ -18,11 +18,15 @@ class CommandTable(eqx.Module):
 
     Used as the controller of a plant with actuators (``simulate(plant, CommandTable(...),
     None, ...)``) to replay logged commands: the same code path as output-error
-    identification. Columns are matched to ``plant.command_names`` by name."""
+    identification. Columns are matched to ``plant.command_names`` by name (`for_plant`),
+    which also takes the plant's command delays (a valve's ``delay``, s): column ``j`` at time
+    ``t`` is then the logged command at ``t - delay_j``, interpolated between samples, so a
+    delay shorter than a sample moves the replay too, and differentiably."""
 
     t: Float[Array, " T"]
     values: Float[Array, "T m"]
     names: tuple[str, ...] = eqx.field(static=True)
+    delays: Float[Array, " m"] | None = None
 
     def __init__(self, t, values, names):
         t = np.asarray(t, dtype=float)
@@ -45,22 +49,32 @@ class CommandTable(eqx.Module):
         if bad:
             raise ValueError(f"CommandTable: column(s) {bad} hold NaN or inf")
         self.t, self.values, self.names = jnp.asarray(t), jnp.asarray(values), names
+        self.delays = None
 
     def for_plant(self, plant) -> CommandTable:
-        """The table with its columns in ``plant.command_names`` order."""
+        """The table with its columns in ``plant.command_names`` order and the plant's
+        ``command_delays`` (where it has them)."""
         want = plant.command_names
         missing = [n for n in want if n not in self.names]
         if missing:
             raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
-        if tuple(want) == self.names:
+        delays = getattr(plant, "command_delays", None)
+        if tuple(want) == self.names and delays is None:
             return self
-        idx = jnp.asarray([self.names.index(n) for n in want])
+        values = self.values
+        if tuple(want) != self.names:
+            values = values[:, jnp.asarray([self.names.index(n) for n in want])]
         # a reordering of a checked table: no new values to check (and they may be traced)
         out = object.__new__(CommandTable)
-        for k, v in (("t", self.t), ("values", self.values[:, idx]), ("names", tuple(want))):
+        for k, v in (("t", self.t), ("values", values), ("names", tuple(want)),
+                     ("delays", delays)):  # fmt: skip
             object.__setattr__(out, k, v)
         return out
 
     def __call__(self, t, y=None, desired=None):
         del y, desired
-        return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
+        if self.delays is None:
+            return jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.values)
+        return jax.vmap(lambda d, v: jnp.interp(t - d, self.t, v), in_axes=(0, 1))(
+            self.delays, self.values
+        )

@@ -285,6 +285,8 @@ def simulate(
         raise ValueError("simulate: actuator_state0 is only for plants with actuators")
     if isinstance(controller, CommandTable) and actuated:
         controller = controller.for_plant(plant)
+    elif actuated:
+        refuse_delays(plant, "simulate")
     dist = disturbance if disturbance is not None else Disturbance()
     stateful = isinstance(controller, AbstractStatefulController)
     if reference is None:
@@ -399,6 +401,23 @@ def simulate(
         )
 
     return solve.finish(trajectory, solve(vector_field, (q0, qd0), ts, saveat, solver))
+
+
+def refuse_delays(plant, where: str) -> None:
+    """Refuse a plant whose valves delay their commands (``delay > 0``, where the values are
+    known at trace time) for a feedback loop: the continuous loop cannot hold the commands
+    its controller sent, and ignoring the delay would be silent. A replay of logged commands
+    (`CommandTable`) takes the delay exactly."""
+    delays = getattr(plant, "command_delays", None)
+    if delays is None or isinstance(delays, jax.core.Tracer):
+        return
+    late = [n for n, d in zip(plant.command_names, np.asarray(delays), strict=True) if d > 0]
+    if late:
+        raise ValueError(
+            f"{where}: the valves of {late} have a command delay (valve key 'delay'): only a "
+            "replay of logged commands takes it; a feedback loop on them does not hold past "
+            "commands yet. Set the delay to 0 for a closed loop"
+        )
 
 
 def _checked_times(ts):
