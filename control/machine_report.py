@@ -49,10 +49,12 @@ LOG_COLUMNS = (
 )
 
 
-def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
+def read_commands(
+    path: str | Path, names: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> CommandTable:
     """A command table from a CSV (or a Parquet log) with a ``t`` column (s) and one column per
-    command in ``names`` (e.g. ``u_lift``, ``u_tilt``, V). Extra columns (a whole log) are
-    ignored.
+    command in ``names`` (e.g. ``u_lift``, ``u_tilt``, V), and those of ``optional`` (a logged
+    supply pressure, Pa) that it has. Extra columns (a whole log) are ignored.
 
     Raises ValueError naming the file and column for a missing column, a non-number, NaN or
     inf, or times that are not strictly increasing."""
@@ -64,12 +66,14 @@ def read_commands(path: str | Path, names: tuple[str, ...]) -> CommandTable:
         missing = [c for c in names if not log.has(c)]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; the columns are {log.names}")
+        names = (*names, *(c for c in optional if log.has(c)))
         return CommandTable(np.asarray(log.t), log.stack(names), tuple(names))
     with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
     if len(rows) < 3:
         raise ValueError(f"{path}: expected a header and at least 2 rows of commands")
     header = [h.strip() for h in rows[0]]
+    names = (*names, *(c for c in optional if c in header))
     missing = [c for c in ("t", *names) if c not in header]
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}; the header is {header}")

@@ -124,11 +124,11 @@ DISPLAY = {"angle": ("deg", np.pi / 180), "length": ("mm", 1e-3), "pressure": ("
 
 def required_signals(plant: HydraulicPlant) -> tuple[str, ...]:
     """What a log of ``plant`` must hold for output error and replay: its coordinates, every
-    chamber pressure and every command."""
+    chamber pressure, every command and the supply pressures it takes from the log."""
     return (
         tuple(plant.coordinate_names)
         + tuple(f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b"))
-        + tuple(plant.command_names)
+        + tuple(plant.input_names)
     )
 
 

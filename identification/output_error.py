@@ -302,7 +302,7 @@ def make_segments(
         ["t"]
         + list(plant.coordinate_names)
         + [f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b")]
-        + list(plant.command_names)
+        + list(plant.input_names)
     )
     missing = [c for c in required if c not in log]
     if missing:
@@ -319,7 +319,7 @@ def make_segments(
     names = tuple(plant.coordinate_names) + tuple(
         f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b")
     )
-    for c in names + tuple(plant.command_names):
+    for c in names + tuple(plant.input_names):
         if not np.all(np.isfinite(log[c])):
             raise ValueError(f"make_segments: column {c!r} holds NaN or inf")
     L = int(round(segment_time / h_mean))  # samples per segment
@@ -360,8 +360,8 @@ def make_segments(
         )
     weights = np.ones(idx.shape)
     weights[:, 0] = 0.0  # the start sample is the initial condition, not a prediction
-    commands = CommandTable(t, np.stack([log[c] for c in plant.command_names], axis=1),
-                            plant.command_names)  # fmt: skip
+    commands = CommandTable(t, np.stack([log[c] for c in plant.input_names], axis=1),
+                            plant.input_names)  # fmt: skip
     return Segments(
         ts=jnp.asarray(t[idx]),
         q0=jnp.asarray(q[starts]),

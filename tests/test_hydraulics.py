@@ -448,3 +448,58 @@ def test_a_valves_command_delay_replays_the_log_shifted_in_time(crane_plant):
                        "command delay"):  # fmt: skip
         simulate(late, lambda t, y, d: jnp.zeros(2), None, q0, jnp.zeros(2), jnp.asarray(t[:3]),
                  solver="rk4", fixed_step=1e-3)  # fmt: skip
+
+
+def test_a_logged_supply_pressure_drives_the_replay(crane_plant):
+    """A plant whose supply pressure comes from the log (``logged=("p_s",)``, a load-sensing
+    pump): a replay takes the table's ``p_s`` column, interpolated. A logged constant 150 bar
+    replays as the plant whose valves were built for 150 bar; a moving supply moves the
+    replay, is reported as the signal ``p_s``, and sets the overpressure limit of the events.
+    A feedback loop, with no log, keeps the valves' own supply."""
+    import equinox as eqx
+
+    from jaxmb.actuators.hydraulics import HydraulicActuator
+    from jaxmb.actuators.plant import HydraulicPlant
+    from jaxmb.simulation import CommandTable, simulate
+
+    logged = HydraulicPlant(crane_plant.model, crane_plant.actuators, logged=("p_s",))
+    assert logged.input_names == ("u_lift", "u_tilt", "p_s")
+
+    def rebuilt(p_s):  # every valve made anew for the supply p_s
+        acts = []
+        for a in crane_plant.actuators:
+            v = a.valve
+            valve = Valve(v.c_pa, v.c_an, v.c_pb, v.c_bn, p_s, v.p_r, u_max=v.u_max)
+            acts.append(HydraulicActuator(a.name, a.mount, a.cylinder, valve, a.friction))
+        return HydraulicPlant(crane_plant.model, acts)
+
+    t = np.arange(0.0, 0.201, 1e-3)
+    u = np.stack([4 * np.sin(11 * t), -3 * np.sin(8 * t + 1)], 1)
+    q0 = jnp.array([0.45, -0.15])
+    run = eqx.filter_jit(lambda p, tab: simulate(p, tab, None, q0, jnp.zeros(2), jnp.asarray(t),
+                                                   solver="rk4", fixed_step=1e-3))  # fmt: skip
+    flat = CommandTable(t, np.column_stack([u, np.full(t.size, 150 * BAR)]), logged.input_names)
+    a, b = run(logged, flat), run(rebuilt(150 * BAR), CommandTable(t, u, ("u_lift", "u_tilt")))
+    np.testing.assert_allclose(a.q, b.q, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(a.signals["p_a_lift"], b.signals["p_a_lift"], rtol=1e-12)
+    np.testing.assert_allclose(a.signals["p_s"], 150 * BAR)
+    moving = np.full(t.size, 150 * BAR) + 40 * BAR * t / t[-1]
+    c = run(logged, CommandTable(t, np.column_stack([u, moving]), logged.input_names))
+    np.testing.assert_allclose(c.signals["p_s"], moving, rtol=1e-12)
+    assert float(jnp.abs(c.q - a.q).max()) > 1e-5
+    # the events' overpressure limit follows the logged supply
+    sig = {k: c.signals[k] for k in ("p_a_lift", "p_b_lift", "x_lift", "p_a_tilt", "p_b_tilt",
+                                     "x_tilt", "p_s")}  # fmt: skip
+    sig["p_a_lift"] = jnp.asarray(moving) + 5 * BAR  # above the supply, within the margin
+    assert int(limit_events(logged, jnp.asarray(t), sig)["overpressure_lift"]["count"]) == 0
+    sig["p_s"] = jnp.full(t.size, 140 * BAR)
+    assert int(limit_events(logged, jnp.asarray(t), sig)["overpressure_lift"]["count"]) == 1
+    with pytest.raises(
+        ValueError, match=r"no column for the logged supply pressure\(s\) \['p_s'\]"
+    ):
+        CommandTable(t, u, ("u_lift", "u_tilt")).for_plant(logged)
+    # a feedback loop: the valves' own supply (185 bar), as the unlogged plant
+    hold = lambda t, y, d: jnp.array([1.0, -1.0])  # noqa: E731
+    fb = [simulate(p, hold, None, q0, jnp.zeros(2), jnp.asarray(t[:21]), solver="rk4",
+                   fixed_step=1e-3) for p in (logged, crane_plant)]  # fmt: skip
+    np.testing.assert_allclose(fb[0].q, fb[1].q, rtol=0, atol=1e-14)

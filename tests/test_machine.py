@@ -309,6 +309,49 @@ def test_machine_log_columns_and_units(knuckle, tmp_path):
         knuckle.read_log(tmp_path / "short.csv", required=("p_b_lift",))
 
 
+def test_a_supply_pressure_from_the_log(tmp_path):
+    """``supply_from_log = true``: the plant takes ``p_s`` from each log (its column and unit
+    named in ``[log]``), every log of the machine must hold it, and a logged supply that is
+    missing, NaN, not positive or not above the return pressure is refused by the log's name,
+    the column and the first bad sample, before anything compiles."""
+    text = KNUCKLE.read_text().replace(
+        "bulk_modulus = 1.2e9", "bulk_modulus = 1.2e9\nsupply_from_log = true"
+    ).replace('columns = { lift = "boom_angle"', 'columns = { p_s = "P_pump", lift = "boom_angle"'
+    ).replace('units = { p_a_lift = "bar"', 'units = { p_s = "bar", p_a_lift = "bar"')  # fmt: skip
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    (tmp_path / "m.toml").write_text(text)
+    machine = load_machine(tmp_path / "m.toml")
+    assert machine.plant.logged == ("p_s",) and machine.plant.input_names[-1] == "p_s"
+    t = np.linspace(0, 1, 11)
+    cols = {"boom_angle": 0.3 + 0.1 * t, "knuckle_angle": -0.4 + 0.1 * t,
+            "telescope": 0.5 + 0.2 * t, "P_lift_A": 46.0 + t, "P_lift_B": 40.0 - t,
+            "P_pump": 150.0 + 20 * t}  # fmt: skip
+    write_log(tmp_path / "run.csv", t, cols)
+    np.testing.assert_allclose(machine.read_log(tmp_path / "run.csv")["p_s"], (150 + 20 * t) * 1e5)
+    write_log(tmp_path / "nopump.csv", t, {k: v for k, v in cols.items() if k != "P_pump"})
+    with pytest.raises(LogError, match="missing column 'P_pump' .* for 'p_s'"):
+        machine.read_log(tmp_path / "nopump.csv")
+    pump = cols["P_pump"].copy()
+    pump[4] = np.nan
+    write_log(tmp_path / "gap.csv", t, {**cols, "P_pump": pump})
+    with pytest.raises(LogError, match=r"column 'p_s': 1 NaN values \(first at index 4, t = 0.4"):
+        machine.read_log(tmp_path / "gap.csv")
+    for bad, what in ((0.0, "a finite pressure > 0 Pa, got 0.0"),
+                      (-3.0, "a finite pressure > 0 Pa, got -300000.0"),
+                      (5.0, "a supply above the return pressure, got 500000.0")):  # fmt: skip
+        pump = cols["P_pump"].copy()
+        pump[4] = bad
+        write_log(tmp_path / "bad.csv", t, {**cols, "P_pump": pump})
+        with pytest.raises(ValueError, match=rf"log bad.csv: column 'P_pump' \(the logged supply "
+                           rf"pressure p_s, .*\): expected {what} Pa at t = 0.4 s"):  # fmt: skip
+            machine.read_log(tmp_path / "bad.csv")
+    with pytest.raises(MachineFileError, match=r"\[hydraulics\] key 'return_from_log': expected "
+                       "true or false"):  # fmt: skip
+        (tmp_path / "m2.toml").write_text(text.replace("supply_from_log = true",
+                                                       'return_from_log = "yes"'))  # fmt: skip
+        load_machine(tmp_path / "m2.toml")
+
+
 def test_reach_is_checked_at_the_logs_angles(knuckle):
     check_reach(knuckle, np.array([[0.3, -0.4, 0.5], [0.8, 0.3, 1.2]]))
     with pytest.raises(MachineFileError, match=r"\[cylinders.lift\]: the cylinder cannot reach"):

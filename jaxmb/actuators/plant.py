@@ -118,6 +118,10 @@ class MechanicsPass(eqx.Module):
     qdd: Float[Array, " n"]  # the acceleration under the actuators' forces (and the extras)
 
 
+# the supply pressures a log may give a replay (`HydraulicPlant.logged`)
+SUPPLY = ("p_s", "p_r")
+
+
 class HydraulicPlant(AbstractPlant):
     r"""A model driven by valve-controlled hydraulic cylinders, and optionally by direct
     generalized forces on some coordinates.
@@ -131,6 +135,10 @@ class HydraulicPlant(AbstractPlant):
             has no cavitation physics, so such a run is outside its validity).
         p_margin: a chamber above ``p_s + p_margin`` is a reported event (relief valves are
             not modelled).
+        logged: the supply pressures that replays of a log take from it instead of the valves'
+            constants: ``"p_s"`` (a load-sensing pump's moving supply) and/or ``"p_r"``
+            (`input_names`; `jaxmb.simulation.CommandTable.supplied`). A feedback loop keeps
+            the constants.
 
     Commands: ``u_<actuator>`` (V) for each actuator, then ``tau_<coordinate>`` (N m or N).
     Equation of motion: ``Gamma qdd + h = Q_e + sum_i J_x_i^T f_i + tau_direct`` with
@@ -141,9 +149,17 @@ class HydraulicPlant(AbstractPlant):
     p_cavitation: Float[Array, ""]
     p_margin: Float[Array, ""]
     direct: tuple[str, ...] = eqx.field(static=True)
+    logged: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(
-        self, model: Model, actuators, direct=(), *, p_cavitation=0.5 * BAR, p_margin=10 * BAR
+        self,
+        model: Model,
+        actuators,
+        direct=(),
+        *,
+        p_cavitation=0.5 * BAR,
+        p_margin=10 * BAR,
+        logged=(),
     ):
         if not isinstance(model, Model):
             raise ValueError(f"HydraulicPlant: model must be a Model, got {type(model).__name__}")
@@ -165,6 +181,9 @@ class HydraulicPlant(AbstractPlant):
                         f"HydraulicPlant: actuator {a.name!r}: {which} {f!r} is not a frame of "
                         f"the model; frames are {sorted(frames)}"
                     )
+        self.logged = tuple(logged)
+        if not set(self.logged) <= set(SUPPLY) or len(set(self.logged)) != len(self.logged):
+            raise ValueError(f"HydraulicPlant: logged must hold some of {SUPPLY}, got {logged!r}")
         self.direct = tuple(direct)
         for c in self.direct:
             model.coordinate(c)  # raises for an unknown name
@@ -180,6 +199,31 @@ class HydraulicPlant(AbstractPlant):
     @property
     def command_names(self) -> tuple[str, ...]:
         return tuple(f"u_{a.name}" for a in self.actuators) + tuple(f"tau_{c}" for c in self.direct)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """What a replay reads from a log to drive the plant: the `command_names`, then the
+        ``logged`` supply pressures."""
+        return self.command_names + self.logged
+
+    def with_supply(self, pressures: Mapping[str, Array]) -> HydraulicPlant:
+        """The plant with every valve's supply ``"p_s"`` and/or return ``"p_r"`` pressure (Pa)
+        set to the values given (a load-sensing pump supplies every valve alike)."""
+        out = self
+        for name, value in pressures.items():
+            if name not in SUPPLY:
+                raise ValueError(f"with_supply: expected some of {SUPPLY}, got {name!r}")
+            out = eqx.tree_at(
+                lambda p, name=name: [getattr(a.valve, name) for a in p.actuators],
+                out,
+                [jnp.asarray(value, dtype=float) for _ in self.actuators],
+            )
+        return out
+
+    def constant_supply(self) -> HydraulicPlant:
+        """The plant with no ``logged`` supply: its valves' own supply and return pressures."""
+        return HydraulicPlant(self.model, self.actuators, self.direct,
+                              p_cavitation=self.p_cavitation, p_margin=self.p_margin)  # fmt: skip
 
     @property
     def command_delays(self) -> Float[Array, " m"]:
@@ -475,7 +519,7 @@ def limit_events(plant: HydraulicPlant, t, signals: Mapping[str, Array]) -> dict
     for a in plant.actuators:
         p_a, p_b, x = signals[f"p_a_{a.name}"], signals[f"p_b_{a.name}"], signals[f"x_{a.name}"]
         low = (p_a < plant.p_cavitation) | (p_b < plant.p_cavitation)
-        high_lim = a.valve.p_s + plant.p_margin
+        high_lim = signals.get("p_s", a.valve.p_s) + plant.p_margin  # a logged supply moves
         high = (p_a > high_lim) | (p_b > high_lim)
         end = (x <= 0) | (x >= a.cylinder.stroke)
         out[f"cavitation_{a.name}"] = _excursions(t, low)

@@ -193,7 +193,9 @@ def _table_replay(args: argparse.Namespace, machine, plant, out) -> int:
                 f"machine file {machine.path} has no [task]: a command table replays from its "
                 "first waypoint at rest (a log replays from its measured state)"
             )
-        table = read_commands(args.commands, tuple(f"u_{a.name}" for a in acts))
+        table = read_commands(args.commands, tuple(f"u_{a.name}" for a in acts), plant.logged)
+        if not set(plant.logged) <= set(table.names):  # a table of commands only
+            plant = plant.constant_supply()  # the file's supply and return pressures
         t_final = float(table.t[-1]) if args.t_final is None else args.t_final  # the table's
         u_max = {f"u_{a.name}": float(a.valve.u_max) for a in acts}
         table, clipped = check_command_table(

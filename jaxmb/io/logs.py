@@ -402,6 +402,7 @@ def schema_for(
                 (f"f_{a}", "force"),
                 (f"xd_{a}", "linear_velocity"),
             ]
+        cols += [("p_s", "pressure"), ("p_r", "pressure")]  # the supply, where logged
     cols += list((extra or {}).items())
     return LogSchema(
         columns=tuple(cols), coordinates=tuple(model.coordinate_names), actuators=actuators

@@ -19,9 +19,14 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     gravity = [0.0, 0.0, -9.81]       # m/s^2 in the URDF's root frame (default)
 
     [hydraulics]
-    supply_pressure = 185e5           # Pa
-    return_pressure = 10e5            # Pa
+    supply_pressure = 185e5           # Pa (a load-sensing pump's setting: what closed loops,
+    return_pressure = 10e5            # Pa  studies and tuning take)
     bulk_modulus = 1.0e9              # Pa, effective; a cylinder may override it
+    supply_from_log = false           # true: replays and identification take the supply
+                                      # pressure from each log's signal p_s (a load-sensing
+                                      # pump moves it), interpolated between samples; name its
+                                      # column and unit in [log] columns and units
+    return_from_log = false           # true: the return pressure likewise, signal p_r
 
     [payload]                         # optional: a point mass, a leaf even at 0 kg
     mass = 0.0                        # kg (a log's sidecar conditions.payload_kg overrides)
@@ -134,7 +139,13 @@ def machine_path(name_or_path) -> Path:
 
 _TABLES = {
     "machine": {"name", "urdf", "gravity", "version", "description"},
-    "hydraulics": {"supply_pressure", "return_pressure", "bulk_modulus"},
+    "hydraulics": {
+        "supply_pressure",
+        "return_pressure",
+        "bulk_modulus",
+        "supply_from_log",
+        "return_from_log",
+    },
     "payload": {"mass", "link", "com"},
     "cylinders": None,
     "valves": None,
@@ -281,13 +292,15 @@ class Machine:
         """A log of this machine (`jaxmb.io.logs.read_log`), its columns renamed
         and converted as the file's ``[log]`` table says, checked against the plant's signals,
         and the known sensor ``offsets`` subtracted."""
+        required = (*required, *(c for c in self.plant.logged if c not in required))
         log = read_log(
             path, schema_for(self.plant), required=required, columns=self.columns, units=self.units
         )
-        if not self.offsets:
-            return log
-        signals = {k: log[k] - self.offsets.get(k, 0.0) for k in log.names}
-        return type(log)(log.t, signals, log.sidecar)
+        if self.offsets:
+            signals = {k: log[k] - self.offsets.get(k, 0.0) for k in log.names}
+            log = type(log)(log.t, signals, log.sidecar)
+        _check_supply(self, log, Path(path).name)
+        return log
 
     def with_payload(self, mass: Float[ArrayLike, ""], com: Float[ArrayLike, 3] | None = None):
         """The plant with the payload's mass (kg) and centre (m, in its link) replaced."""
@@ -369,6 +382,12 @@ class _Where:
         if not ok:
             raise self.error(table, key, f"expected 3 finite numbers{_unit(unit)}, got {v!r}")
         return tuple(float(x) for x in v)
+
+    def flag(self, t: Mapping, table: str, key: str, *, default: bool = False) -> bool:
+        v = t.get(key, default)
+        if not isinstance(v, bool):
+            raise self.error(table, key, f"expected true or false, got {v!r}")
+        return v
 
     def string(self, t: Mapping, table: str, key: str, *, default=None, choices=None) -> str:
         if key not in t:
@@ -454,6 +473,11 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
             f"must exceed return_pressure ({p_r:g} Pa), got {p_s:g}",
         )
     beta = where.number(h, "hydraulics", "bulk_modulus", low=0, unit="Pa")
+    logged = tuple(
+        name
+        for name, key in (("p_s", "supply_from_log"), ("p_r", "return_from_log"))
+        if where.flag(h, "hydraulics", key)
+    )
 
     cyl_doc = where.table(doc, "cylinders", None)
     if not cyl_doc:
@@ -488,7 +512,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         HydraulicActuator(c, spec["mount"], spec["cylinder"], valves[c][0], spec["friction"])
         for c, spec in cylinders.items()
     ]
-    plant = HydraulicPlant(model, actuators)
+    plant = HydraulicPlant(model, actuators, logged=logged)
     columns, units, offsets = _log_tables(where, doc, plant)
     task = _task(where, doc, plant)
     gains = _gains(where, doc, plant)
@@ -916,6 +940,36 @@ def _log_tables(where: _Where, doc: Mapping, plant) -> tuple[dict, dict, dict]:
         raise where.error("log", "columns", f"log columns {dup} are named for two signals")
     si = {k: float(v) * (UNITS[units[k]][1] if k in units else 1.0) for k, v in offsets.items()}
     return dict(columns), dict(units), si
+
+
+def _check_supply(machine: Machine, log, source: str) -> None:
+    """Refuse a logged supply (``p_s``) or return (``p_r``) pressure that is NaN, not positive
+    (a return pressure may be 0), or a supply not above the return pressure (the logged one,
+    or the valves' own), naming the log, the signal and the first sample."""
+    logged = machine.plant.logged
+    if not logged:
+        return
+    valve = machine.plant.actuators[0].valve
+    p = {n: np.asarray(log[n]) if n in logged else np.full(log.t.shape, float(getattr(valve, n)))
+         for n in ("p_s", "p_r")}  # fmt: skip
+    col = {n: machine.columns.get(n, n) for n in logged}
+    for name, bad, what in (
+        ("p_s", ~(np.isfinite(p["p_s"]) & (p["p_s"] > 0)), "a finite pressure > 0 Pa"),
+        ("p_r", ~(np.isfinite(p["p_r"]) & (p["p_r"] >= 0)), "a finite pressure >= 0 Pa"),
+        (
+            "p_s" if "p_s" in logged else "p_r",
+            ~(p["p_s"] > p["p_r"]),
+            "a supply above the return pressure",
+        ),
+    ):
+        if name in logged and bad.any():
+            k = int(np.argmax(bad))
+            raise ValueError(
+                f"log {source}: column {col[name]!r} (the logged "
+                f"{'supply' if name == 'p_s' else 'return'} pressure {name}, machine file "
+                f"{machine.path.name} [hydraulics]): expected {what}, got {float(p[name][k])!r} Pa at "
+                f"t = {float(log.t[k]):g} s (sample {k})"
+            )
 
 
 def check_reach(machine: Machine, q: np.ndarray, *, source: str = "log", t=None) -> None:

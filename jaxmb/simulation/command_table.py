@@ -27,6 +27,8 @@ class CommandTable(eqx.Module):
     values: Float[Array, "T m"]
     names: tuple[str, ...] = eqx.field(static=True)
     delays: Float[Array, " m"] | None = None
+    supply: Float[Array, "T k"] | None = None
+    supply_names: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __init__(self, t, values, names):
         t = np.asarray(t, dtype=float)
@@ -49,27 +51,49 @@ class CommandTable(eqx.Module):
         if bad:
             raise ValueError(f"CommandTable: column(s) {bad} hold NaN or inf")
         self.t, self.values, self.names = jnp.asarray(t), jnp.asarray(values), names
-        self.delays = None
+        self.delays, self.supply, self.supply_names = None, None, ()
 
     def for_plant(self, plant) -> CommandTable:
-        """The table with its columns in ``plant.command_names`` order and the plant's
-        ``command_delays`` (where it has them)."""
-        want = plant.command_names
+        """The table with its columns in ``plant.command_names`` order, the plant's
+        ``command_delays`` and its ``logged`` supply pressures' columns (where it has them)."""
+        want = tuple(plant.command_names)
+        logged = tuple(getattr(plant, "logged", ()))
         missing = [n for n in want if n not in self.names]
         if missing:
             raise ValueError(f"CommandTable: no column for command(s) {missing} of the plant")
+        missing = [n for n in logged if n not in self.names]
+        if missing:
+            raise ValueError(
+                f"CommandTable: no column for the logged supply pressure(s) {missing} the "
+                "plant takes from its log"
+            )
         delays = getattr(plant, "command_delays", None)
-        if tuple(want) == self.names and delays is None:
+        if want == self.names and delays is None:
             return self
-        values = self.values
-        if tuple(want) != self.names:
-            values = values[:, jnp.asarray([self.names.index(n) for n in want])]
+
+        def columns(names):
+            return self.values[:, jnp.asarray([self.names.index(n) for n in names])]
+
         # a reordering of a checked table: no new values to check (and they may be traced)
         out = object.__new__(CommandTable)
-        for k, v in (("t", self.t), ("values", values), ("names", tuple(want)),
-                     ("delays", delays)):  # fmt: skip
+        for k, v in (("t", self.t), ("values", self.values if want == self.names else columns(want)),
+                     ("names", want), ("delays", delays),
+                     ("supply", columns(logged) if logged else None),
+                     ("supply_names", logged)):  # fmt: skip
             object.__setattr__(out, k, v)
         return out
+
+    def supply_at(self, t) -> dict[str, Array]:
+        """The logged supply pressures at ``t`` (`for_plant`), interpolated: ``{name: Pa}``."""
+        if not self.supply_names:
+            return {}
+        values = jax.vmap(lambda v: jnp.interp(t, self.t, v), in_axes=1)(self.supply)
+        return dict(zip(self.supply_names, values, strict=True))
+
+    def supplied(self, plant, t):
+        """``plant`` with its valves' supply pressures at ``t`` as logged (no logged supply:
+        the plant itself)."""
+        return plant.with_supply(self.supply_at(t)) if self.supply_names else plant
 
     def __call__(self, t, y=None, desired=None):
         del y, desired

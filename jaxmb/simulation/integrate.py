@@ -692,6 +692,8 @@ class _ClosedLoop(eqx.Module):
             dyp, _ = one_pass_field(plant, self.controller, t, yp, forces, wrenches, self.sharing)
             return jax.tree.map(jnp.divide, dyp, self.scale), c
         u, dc, _ = self.command_at(t, yp, c)
+        if isinstance(self.controller, CommandTable):  # a replay: the log's supply, if it has it
+            plant = self.controller.supplied(plant, t)
         if self.actuated:
             field = plant_field if self.shared else type(plant).vector_field
             dyp = field(plant, t, yp, u, wrenches, forces)
@@ -732,6 +734,8 @@ class _ClosedLoop(eqx.Module):
         signals = events = None
         if self.actuated:
             signals = jax.vmap(plant.signals)(yp_eval, u)
+            if isinstance(self.controller, CommandTable):  # the logged supply pressures
+                signals.update(jax.vmap(self.controller.supply_at)(sol.ts))
             signals = {k: jnp.where(ok, v, jnp.nan) for k, v in signals.items()}
             if isinstance(plant, HydraulicPlant):
                 events = limit_events(plant, sol.ts, signals)
