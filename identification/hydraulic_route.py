@@ -118,6 +118,12 @@ def _friction_from(stage1: mech.MechanicsEstimate, actuators) -> tuple:
     return tuple(out)
 
 
+# a validation replay whose RMSE exceeds this multiple of the expected one (noise and the
+# parameters' covariance, `drift.expected_rmse`) is reported as a misfit of the model: the
+# true plant's own replays of the synthetic logs stay within 2x (the angles' expectation leaves
+# out the error of the measured start velocity)
+MISFIT = 3.0
+
 # how each kind of signal is shown in tables and plots: (unit, SI per unit)
 DISPLAY = {"angle": ("deg", np.pi / 180), "length": ("mm", 1e-3), "pressure": ("bar", 1e5)}
 
@@ -175,6 +181,7 @@ def identify_hydraulic(
     max_evaluations: int = 20,
     prior_weight: float | None = None,
     mechanics: str = "auto",
+    valve_effects: str = "auto",
     cutoff: float | None = None,
     stride: int | None = None,
     long: str = "auto",
@@ -183,8 +190,10 @@ def identify_hydraulic(
     then `hydraulic_selectors` by multiple-shooting output error from there, every segment's
     start state estimated from the samples just after it (`start_states`), the mechanics
     ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) and the
-    leakage ``"none"`` or ``"fitted"``, by default whichever predicts held-out segments better
-    (`model_choice.choose_and_fit`); validate by free-run
+    leakage ``"none"`` or ``"fitted"`` and each valve effect the file declares (overlap,
+    delay, spool dynamics: ``valve_effects``) ``"held"`` or ``"fitted"``, by default
+    whichever predicts held-out segments better (`model_choice.choose_and_fit`); validate by
+    free-run
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries. ``cutoff`` and ``stride``: stage 1's low-pass (Hz) and
     decimation (default `mechanics.CUTOFF` and 10). ``long``: the refit on long segments
@@ -194,7 +203,7 @@ def identify_hydraulic(
     ``save`` is handed the summary so far, before any validation log is replayed. A validation
     log whose replay fails is reported by name under ``"validation_failed"`` (the others are
     still replayed), for the caller to raise after writing the summary."""
-    choice.check_choices(mechanics=mechanics, leakage=leakage)
+    choice.check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects)
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
     required = required_signals(machine.plant)
@@ -209,7 +218,8 @@ def identify_hydraulic(
     fit = _fit(
         machine, log, fit_log, cols, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,
-        prior_weight=prior_weight, mechanics=mechanics, cutoff=cutoff, stride=stride, long=long,
+        prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
+        cutoff=cutoff, stride=stride, long=long,
     )  # fmt: skip
     summary = _write_fit(name, machine, fit, out, log_path, validate, segment_time)
     summary["validation"] = "pending: the fit is written; the validation logs replay next"
@@ -253,7 +263,8 @@ def identify_hydraulic(
 
 def _fit(
     machine: Machine, log: Log, fit_log: Log, cols: dict, progress, *, window, segment_time,
-    friction, leakage, max_evaluations, prior_weight, mechanics, cutoff, stride, long,
+    friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects, cutoff, stride,
+    long,
 ) -> _Fit:  # fmt: skip
     """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring)."""
     t0, t1 = (None, None) if window is None else window
@@ -281,7 +292,8 @@ def _fit(
     )
     res, spec, seg, choices = choice.choose_and_fit(
         plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
-        mechanics=mechanics, leakage=leakage, max_evaluations=max_evaluations,
+        mechanics=mechanics, leakage=leakage, effects=choice.effect_selectors(plant),
+        valve_effects=valve_effects, max_evaluations=max_evaluations,
     )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     res, spec, _, held, long_report = long_refit.refit_long(
@@ -389,6 +401,7 @@ def _write_fit(
         "payload": _payload_summary(stage1, fit.values, fit.stds),
         "mechanics": {**mechanics_summary, "stage2": fit.choices["mechanics"]},
         "leakage": fit.choices["leakage"],
+        "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
         "long_refit": long_report,
         "fit_rmse": fit.pred["rmse"],
         "fit_rmse_nominal": fit.nominal["rmse"],
@@ -455,8 +468,18 @@ def _validation_report(out: Path, fit: _Fit, checks: Mapping[str, dict], plant) 
             for c in signals
         ],
     )
+    ratio = {
+        stem: {s: c["free"]["rmse"][s] / v["expected_rmse"] for s, v in c["expected"].items()}
+        for stem, c in checks.items()
+    }
+    misfit = {stem: {s: x for s, x in r.items() if x > MISFIT} for stem, r in ratio.items()}
+    misfit = {stem: r for stem, r in misfit.items() if r}
     return {
         "validation": "free-run replay of the logged commands from the measured initial state",
+        # signals whose replay misses by more than MISFIT times what the noise and the
+        # parameters' covariance explain: the model structure does not fit that log
+        "model_misfit": misfit,
+        "model_misfit_threshold": MISFIT,
         "validation_rmse": {stem: c["free"]["rmse"] for stem, c in checks.items()},
         "validation_rmse_nominal": {stem: c["free_nominal"]["rmse"] for stem, c in checks.items()},
         "validation_fit_percent": {stem: f["identified"] for stem, f in fit_pct.items()},

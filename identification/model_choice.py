@@ -12,15 +12,18 @@ Both choices matter in practice and go either way:
   states), with a leakage fitted 0.71x. The knuckle does not leak; a leakage fitted there came out at
   6e-15 m^3/(s Pa) on the fold, 3.6 standard deviations off its true 0, and that fold drifted
   2.2x. A log-space leakage cannot reach 0, so "none" is a structure of its own.
+- The valves' effects a machine file declares (`effect_selectors`): spool overlap, and the
+  command delay with the spool's lag, each group held at the file's values or fitted (from
+  them, in log space: each stays positive).
 - The mechanics: stage 1's masses fixed, or the booms' and payload's masses refined jointly.
 
 Three of every ``HELD_OUT`` segments are fitted, the fourth scored from the same start states;
-leakage is chosen first (with the mechanics the cheaper way), then the mechanics, and the
-winner is refitted on every segment."""
+leakage is chosen first (with the mechanics the cheaper way), then each valve effect, then the
+mechanics, and the winner is refitted on every segment."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -33,16 +36,29 @@ from jaxmb.identification.start_states import estimate_start_states
 
 __all__ = [
     "CHOICES",
+    "EFFECTS",
     "HELD_OUT",
     "LEAKAGE_REFERENCE",
     "check_choices",
     "choose_and_fit",
+    "effect_selectors",
     "extended_theta",
     "masked",
     "spec_for",
 ]
 
-CHOICES = {"mechanics": ("auto", "fixed", "refined"), "leakage": ("auto", "none", "fitted")}
+CHOICES = {
+    "mechanics": ("auto", "fixed", "refined"),
+    "leakage": ("auto", "none", "fitted"),
+    "valve_effects": ("auto", "held", "fitted"),
+}
+# the valves' effects a machine file may declare (`effect_selectors`), chosen in this order
+# between the leakage and the mechanics; each "held" at the file's value or "fitted"
+EFFECTS = ("overlap", "dynamics")
+# each choice's two structures: (without its parameters, with them)
+_LABELS = {"leakage": ("none", "fitted"), "mechanics": ("fixed", "refined")} | {
+    k: ("held", "fitted") for k in EFFECTS
+}
 HELD_OUT = 4  # every 4th segment is held out when choosing a structure
 LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
 
@@ -68,10 +84,12 @@ def extended_theta(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> n
 
 
 def check_choices(**given: str) -> None:
-    """Refuse a ``--mechanics`` or ``--leakage`` that is none of `CHOICES` (before any fit)."""
+    """Refuse a ``--mechanics``, ``--leakage`` or ``--valve-effects`` that is none of
+    `CHOICES` (before any fit)."""
     for key, value in given.items():
         if value not in CHOICES[key]:
-            raise ValueError(f"--{key}: expected one of {CHOICES[key]}, got {value!r}")
+            option = key.replace("_", "-")
+            raise ValueError(f"--{option}: expected one of {CHOICES[key]}, got {value!r}")
 
 
 def choose_and_fit(
@@ -84,52 +102,61 @@ def choose_and_fit(
     heads: oe.Segments | None = None,
     mechanics: str = "auto",
     leakage: str = "auto",
+    effects: Mapping[str, Sequence[str]] | None = None,
+    valve_effects: str = "auto",
     max_evaluations: int = 20,
 ) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, oe.Segments, dict]:
-    """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks`` and the masses
-    ``refine``; each signal weighted by its noise level (`noise_weighted.fit_noise_weighted`),
-    every segment's start state estimated from ``heads`` when given
-    (`start_states.estimate_start_states`). ``mechanics`` and ``leakage`` are "auto" (module
-    docstring) or force a choice. Returns the fit, its parameters, the segments with their
-    scales and start states, and the report of each choice."""
-    check_choices(mechanics=mechanics, leakage=leakage)
-    leak_opts = {"auto": (False, True), "none": (False,), "fitted": (True,)}[leakage]
-    mech_opts = {"auto": (False, True), "fixed": (False,), "refined": (True,)}[mechanics]
-    leak_opts, mech_opts = (leak_opts if leaks else (False,)), (mech_opts if refine else (False,))
+    """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks``, each group of
+    valve ``effects`` (``{"overlap" | "dynamics": selectors}``, `effect_selectors`) and
+    the masses ``refine``; each signal weighted by its noise level
+    (`noise_weighted.fit_noise_weighted`), every segment's start state estimated from
+    ``heads`` when given (`start_states.estimate_start_states`). ``mechanics``, ``leakage``
+    and ``valve_effects`` (every group of ``effects`` alike) are "auto" (module docstring) or
+    force a choice. Returns the fit, its parameters, the segments with their scales and start
+    states, and the report of each choice."""
+    check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects)
+    effects = {k: tuple(v) for k, v in (effects or {}).items() if k in EFFECTS and v}
+    groups = {
+        "leakage": (tuple(leaks), leakage),
+        **{k: (effects.get(k, ()), valve_effects) for k in EFFECTS},
+        "mechanics": (tuple(refine), mechanics),
+    }
+    options = {
+        k: (False,) if not names else (False, True) if how == "auto" else (how in ("fitted", "refined"),)
+        for k, (names, how) in groups.items()
+    }  # fmt: skip
 
-    def spec_of(leaky: bool, refined: bool) -> oe.HydraulicParameters:
-        return spec_for(
-            tuple(base) + (tuple(leaks) if leaky else ()) + (tuple(refine) if refined else ())
-        )
+    def spec_of(flags: Mapping[str, bool]) -> oe.HydraulicParameters:
+        return spec_for(tuple(base) + sum((groups[k][0] for k in groups if flags[k]), ()))
 
-    def label(leaky: bool, refined: bool) -> dict:
-        return {
-            "leakage": "fitted" if leaky else "none",
-            "mechanics": "refined" if refined else "fixed",
-        }
+    def labels(flags: Mapping[str, bool]) -> dict:
+        return {k: _LABELS[k][int(flags[k])] for k in groups}
+
+    def reported(report: dict) -> dict:
+        report["mechanics"]["refined_parameters"] = list(refine)
+        report["leakage"]["leakage_parameters"] = list(leaks)
+        for k in EFFECTS:
+            report[k]["parameters"] = list(groups[k][0])
+        return report
 
     # every fit below through one compiled program per segment shape (the pilots' half and
     # the whole): the union of the candidates' columns, those outside the candidate fitted
     # held at their nominal values by a mask (`output_error.fit`'s ``columns``)
-    kw = dict(max_evaluations=max_evaluations, columns=spec_of(max(leak_opts), max(mech_opts)))
-    if len(leak_opts) == 1 and len(mech_opts) == 1:
-        spec = spec_of(leak_opts[0], mech_opts[0])
+    kw = dict(max_evaluations=max_evaluations,
+              columns=spec_of({k: max(o) for k, o in options.items()}))  # fmt: skip
+    flags = {k: o[0] for k, o in options.items()}
+    if all(len(o) == 1 for o in options.values()):
+        spec = spec_of(flags)
         res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
-        return (
-            res,
-            spec,
-            seg,
-            {k: {"choice": v} for k, v in label(leak_opts[0], mech_opts[0]).items()},
-        )
+        return res, spec, seg, reported({k: {"choice": v} for k, v in labels(flags).items()})
     k = np.arange(seg.ts.shape[0])
     held = k % HELD_OUT == HELD_OUT - 1
     if held.sum() < 1 or (~held).sum() < 2:
         raise ValueError(
-            f"--mechanics/--leakage auto: needs at least {HELD_OUT} segments to hold one out; "
-            f"the fit span has {k.size}: a longer --window, or --mechanics fixed --leakage none"
+            f"--mechanics/--leakage/--valve-effects auto: needs at least {HELD_OUT} segments to "
+            f"hold one out; the fit span has {k.size}: a longer --window, or each of them given"
         )
-    leaky, refined = leak_opts[0], mech_opts[0]
-    spec = spec_of(leaky, refined)
+    spec = spec_of(flags)
     best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
     # the pilots' scales and start states for every segment, the held-out ones included
     seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
@@ -143,26 +170,45 @@ def choose_and_fit(
         "scored on the held-out ones"
     )
     report = {}
-    for key, opts in (("leakage", leak_opts), ("mechanics", mech_opts)):
+    for key, opts in options.items():
         if len(opts) == 1:
-            report[key] = {"choice": label(leaky, refined)[key]}
+            report[key] = {"choice": labels(flags)[key]}
             continue
-        alt = (True, refined) if key == "leakage" else (leaky, True)
-        s_alt = spec_of(*alt)
+        alt = {**flags, key: True}
+        s_alt = spec_of(alt)
         r_alt = oe.fit(
             plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
         )
-        cost = {
-            label(leaky, refined)[key]: held_out(best, spec),
-            label(*alt)[key]: held_out(r_alt, s_alt),
-        }
+        cost = {labels(flags)[key]: held_out(best, spec), labels(alt)[key]: held_out(r_alt, s_alt)}
         report[key] = {"choice": min(cost, key=cost.get), "held_out_cost": cost, "how": how,
                        "held_out_segments": int(held.sum())}  # fmt: skip
-        if report[key]["choice"] == label(*alt)[key]:
-            (leaky, refined), spec, best = alt, s_alt, r_alt
-    report["mechanics"]["refined_parameters"] = list(refine)
-    report["leakage"]["leakage_parameters"] = list(leaks)
+        if report[key]["choice"] == labels(alt)[key]:
+            flags, spec, best = alt, s_alt, r_alt
     if heads is not None:  # the start states for the chosen structure's estimate
         seg = estimate_start_states(oe.plant_with(jnp.asarray(best.theta), plant, spec), heads, seg)
     res = oe.fit(plant, spec, seg, theta0=best.theta, ftol=NOISE_FTOL, **kw)
-    return res, spec, seg, report
+    return res, spec, seg, reported(report)
+
+
+def effect_selectors(plant: HydraulicPlant) -> dict[str, tuple[str, ...]]:
+    """The valves' effects a machine file declares, as the groups `choose_and_fit` chooses:
+    ``"overlap"`` (each ``deadband`` > 0) and ``"dynamics"``: each ``delay`` > 0 and the
+    spool's lag (a first-order spool's time constant, a second-order one's frequency and
+    damping) together, since at the frequencies a log excites a delay and a lag trade off (on
+    a synthetic crane log, choosing the delay first and then the lag kept the delay, 3 ms off,
+    and held the lag at the file's value: the lag's fit then no longer predicted held-out
+    segments better; chosen together, both came out right). Each is a positive leaf, fitted in
+    log space from the file's value; a valve whose file declares no overlap or delay has none
+    to fit (the report's misfit check says when the ideal valve does not explain a log)."""
+    out: dict[str, list[str]] = {k: [] for k in EFFECTS}
+    for a in plant.actuators:
+        v = a.valve
+        if float(v.deadband) > 0:
+            out["overlap"].append(f"valve.{a.name}.deadband")
+        if float(v.delay) > 0:
+            out["dynamics"].append(f"valve.{a.name}.delay")
+        out["dynamics"] += [f"valve.{a.name}.{f}" for f in _SPOOL_LEAVES[v.spool]]
+    return {k: tuple(v) for k, v in out.items() if v}
+
+
+_SPOOL_LEAVES = {"none": (), "first": ("tau",), "second": ("omega", "zeta")}

@@ -377,17 +377,17 @@ def make_segments(
 
 
 def _start_state(plant: HydraulicPlant, commands: CommandTable, t0, q0, qd0, p0) -> dict:
-    """Actuator states at a segment start: measured pressures; spool at the command (steady);
-    LuGre bristles at their steady state ``z = g(v) v / (sigma0 |v|_s)`` for the measured
-    piston velocity (0 at rest)."""
+    """Actuator states at a segment start: measured pressures; the spool where the logged
+    commands before ``t0`` (delayed as the valve receives them) left it
+    (`jaxmb.actuators.hydraulics.Valve.spool_at`); LuGre bristles at their steady state
+    ``z = g(v) v / (sigma0 |v|_s)`` for the measured piston velocity (0 at rest)."""
     _, xd, _ = plant.piston_kinematics(q0, qd0)
-    u0 = commands.for_plant(plant)(t0)
+    table = commands.for_plant(plant)
     out = {}
     for i, a in enumerate(plant.actuators):
         s = {"p_a": p0[i, 0], "p_b": p0[i, 1]}
         if a.valve.n_states:
-            us = a.valve.saturate(u0[i])
-            s["spool"] = jnp.stack([us, jnp.zeros_like(us)])[: a.valve.n_states]
+            s["spool"] = a.valve.spool_at(lambda t, i=i: table(t)[i], t0)
         if a.friction is not None and a.friction.n_states:
             f = a.friction
             if not isinstance(f, LuGreFriction):

@@ -122,6 +122,7 @@ _LONGEST_FIRST = (
     "test_identify_knuckle.py",
     "test_identify_main.py",
     "test_machine_vdc.py",
+    "test_valve_effects.py",
     "test_urdf_robots.py",
     "test_crane_tuning.py",
     "test_montecarlo.py",

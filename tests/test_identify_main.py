@@ -266,6 +266,11 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
         assert v_empty[c] <= 1.5 * floor0["rmse"][c], (c, v_empty[c], floor0["rmse"][c])
     for c in ("q1", "q2"):
         assert v_empty[c] < 0.01 * v0_empty[c], (c, v_empty[c], v0_empty[c])
+    # which the report says: q1's replay of the empty bucket misses by more than 3x what the
+    # noise and the parameters' covariance explain (measured 5.7x; the loaded log 1.9x)
+    assert summary["model_misfit_threshold"] == 3.0
+    assert set(summary["model_misfit"]) == {empty.stem}, summary["model_misfit"]
+    assert set(summary["model_misfit"][empty.stem]) == {"q1"}
     rows = (out / "validation.csv").read_text().splitlines()
     assert sum(r.startswith(f"{empty.stem},") for r in rows) == 6
     # and what the replay should show, from the noise and the parameters' covariance

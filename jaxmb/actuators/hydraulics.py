@@ -377,6 +377,33 @@ class Valve(eqx.Module):
         the band; saturation left to the valve)."""
         return u_e + self.deadband * jnp.sign(u_e)
 
+    def spool_at(self, command, t0, *, window: float = 0.2, dt: float = 1e-3) -> Array:
+        """The spool state (`n_states` entries) at ``t0`` that the command history
+        ``command(t)`` (V, the command as the spool receives it: delayed) leaves: the spool
+        equations (`spool_rates`) run by fixed-step RK4 over ``window`` s before ``t0`` from
+        rest at the command there. The lag forgets its start within a few time constants (a
+        0.2 s window leaves ``exp(-0.2 / tau)`` of it: 3e-4 at 25 ms); a spool set to the
+        command at ``t0`` instead lags nothing, which a fit of the delay and the lag would
+        absorb."""
+        n = int(round(window / dt))
+        t_start = t0 - n * dt
+        u0 = self.saturate(command(t_start))
+        s0 = u0[None] if self.spool == "first" else jnp.stack([u0, jnp.zeros_like(u0)])
+
+        def rate(t, s):
+            out = self.spool_rates(s[0] if self.spool == "first" else s, command(t))
+            return jnp.atleast_1d(out)
+
+        def step(s, k):
+            t = t_start + k * dt
+            k1 = rate(t, s)
+            k2 = rate(t + dt / 2, s + dt / 2 * k1)
+            k3 = rate(t + dt / 2, s + dt / 2 * k2)
+            k4 = rate(t + dt, s + dt * k3)
+            return s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+
+        return jax.lax.scan(step, s0, jnp.arange(n))[0]
+
     def flows(self, u, p_a, p_b) -> tuple[Array, Array]:
         r"""``(Q_a, Q_b)`` into the chambers, m^3/s, for the spool position ``u`` (V), eqs.
         (82)-(85) on the effective `opening` (``u`` clipped to ``[-u_max, u_max]``, less the

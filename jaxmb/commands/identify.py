@@ -4,6 +4,7 @@ plain ``jaxmb`` runs it on the bundled KR300 recordings)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from jaxmb.cli import (
     check_device_options,
@@ -78,6 +79,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             drives=drives,
             leakage=args.leakage,
             mechanics=args.mechanics,
+            valve_effects=args.valve_effects,
             segment_time=args.segment_time,
             long_refit=args.long_refit,
             show_progress=not args.quiet,
@@ -101,6 +103,16 @@ def identify_cmd(args: argparse.Namespace) -> int:
             ex = summary["validation_rmse_expected"][name]
             print("  expected from the noise and the parameters' std: "
                   + ", ".join(f"{k} {v:.4g}" for k, v in ex.items()))  # fmt: skip
+    for name, bad in summary.get("model_misfit", {}).items():
+        print(
+            f"jaxmb identify: warning: the model does not fit {name}: its replay misses "
+            + ", ".join(f"{c} by {r:.1f}x" for c, r in bad.items())
+            + f" the error the noise and the parameters' spread explain (more than "
+            f"{summary['model_misfit_threshold']:g}x). The machine may have effects its file "
+            "does not declare (spool overlap, delay, a moving supply, sensor offsets; "
+            "docs/hydraulic-machines.md), or the log another condition (payload)",
+            file=sys.stderr,
+        )
     urdf = summary.get("urdf")
     if urdf is not None:
         if urdf["file"] is None:
@@ -242,6 +254,14 @@ def add_parser(sub) -> None:
         help="hydraulic route: the mechanics of stage 1 (regressor route) kept fixed in the "
         "output-error fit, refined jointly (boom and payload masses), or (default) whichever "
         "predicts held-out segments better",
+    )
+    p.add_argument(
+        "--valve-effects",
+        choices=["auto", "held", "fitted"],
+        default="auto",
+        help="hydraulic route: the valve effects the machine file declares (spool overlap, "
+        "command delay, spool dynamics) held at the file's values, fitted from them, or "
+        "(default) each group whichever predicts held-out segments better",
     )
     p.add_argument(
         "--cpu-devices",
