@@ -394,6 +394,8 @@ class Valve(eqx.Module):
             out = self.spool_rates(s[0] if self.spool == "first" else s, command(t))
             return jnp.atleast_1d(out)
 
+        # classical RK4 steps in a scan, not a diffrax solve: the actuators sit below
+        # `jaxmb.simulation`, and a scan differentiates in forward and reverse mode alike
         def step(s, k):
             t = t_start + k * dt
             k1 = rate(t, s)
