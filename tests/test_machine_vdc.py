@@ -226,35 +226,52 @@ def test_vdc_steps_over_a_known_spool_overlap(tmp_path, capsys):
     assert bool(tr.success) and float(jnp.abs(tr.q - q_d).max()) > 1e-3
 
 
+def _overlapped(folder: Path) -> Path:
+    """The knuckle's files with 0.5 V of spool overlap on every valve."""
+    text = KNUCKLE.read_text()
+    for v in ("lift", "fold", "extend"):
+        text = text.replace(f'cylinder = "{v}"\n', f'cylinder = "{v}"\ndeadband = 0.5\n')
+    (folder / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    (folder / "knuckle_telescope.toml").write_text(text)
+    return folder / "knuckle_telescope.toml"
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """A 3-sample Monte Carlo study of the knuckle over payload and one valve coefficient."""
+    """A 2-sample Monte Carlo study of the knuckle, its valves overlapping by 0.5 V, over
+    payload, one valve coefficient and the lift valve's overlap."""
     d = tmp_path_factory.mktemp("mc")
+    machine = _overlapped(d)
     cfg = d / "study.toml"
     cfg.write_text(
-        f'[study]\nscenario = "machine"\nmachine = "{KNUCKLE}"\nsamples = 2\nchunk = 2\n'
+        f'[study]\nscenario = "machine"\nmachine = "{machine}"\nsamples = 2\nchunk = 2\n'
         "lanes = 2\nt_final = 0.5\nseed = 4\n\n"
         '[[parameter]]\nname = "body.payload.mass"\ndistribution = "range"\nlow = 150.0\n'
-        'high = 300.0\n\n[[parameter]]\nname = "valve.lift.c_pa"\nspread = 0.1\n'
+        'high = 300.0\n\n[[parameter]]\nname = "valve.lift.c_pa"\nspread = 0.1\n\n'
+        '[[parameter]]\nname = "valve.lift.deadband"\ndistribution = "range"\nlow = 0.3\n'
+        "high = 0.7\n"
     )
     assert main(["montecarlo", str(cfg), "--out", str(d / "out"), "--no-plots", "--quiet"]) == 0
-    return cfg, d / "out"
+    return cfg, d / "out", machine
 
 
 def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
     """Each row of a machine study is what the closed loop of its own sampled plant gives:
-    sample 1 rerun on its own (payload and valve set by hand, the controller knowing neither)."""
-    _, out = study
+    sample 1 rerun on its own (payload, valve coefficient and overlap set by hand, the
+    controller knowing none of them: it steps over the file's 0.5 V)."""
+    _, out, machine_file = study
     rows = pq.read_table(out / "results.parquet").to_pydict()
     assert not any(rows["failed"]) and len(rows["sample"]) == 2
     assert all(150.0 <= m <= 300.0 for m in rows["body.payload.mass"])
+    assert all(0.3 <= d <= 0.7 for d in rows["valve.lift.deadband"])
     k = rows["sample"].index(1)
-    machine = load_machine(KNUCKLE)
+    machine = load_machine(machine_file)
     plant = machine.with_payload(rows["body.payload.mass"][k])
     i = plant.actuator_names.index("lift")
     plant = eqx.tree_at(
-        lambda p: p.actuators[i].valve.c_pa, plant, jnp.asarray(rows["valve.lift.c_pa"][k], float)
-    )
+        lambda p: (p.actuators[i].valve.c_pa, p.actuators[i].valve.deadband), plant,
+        tuple(jnp.asarray(rows[f"valve.lift.{f}"][k], float) for f in ("c_pa", "deadband")),
+    )  # fmt: skip
     ts = jnp.linspace(0.0, 0.5, 501)
     # traced as the CLI traces it (failures as NaN, the status returned). Not the program of
     # `jaxmb simulate`'s run above: there the plant is the controller's model, whose loop
@@ -273,7 +290,7 @@ def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
 def test_tune_writes_gains_that_simulate_loads(study, tmp_path, capsys):
     """`jaxmb tune` on a machine study: one Adam step on one sample; the gains file it writes
     loads into `jaxmb simulate --machine FILE.toml --gains` unchanged."""
-    cfg, _ = study
+    cfg, _, _ = study
     tune_cfg = tmp_path / "tune.toml"
     tune_cfg.write_text(
         cfg.read_text() + "\n[tune]\nsamples = 1\nsteps = 1\nvalidation_samples = 2\n"

@@ -9,7 +9,6 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import hydraulic_tolerance
 
 from jaxmb.identification import model_choice as mc
 from jaxmb.identification import output_error as oe
@@ -72,11 +71,13 @@ def effects_log():
 def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
     """From the data sheet's values the fit recovers each valve's overlap within 0.05 V, its
     delay within 2 ms (12.4 and 8.3 ms: not whole samples), its spool time constant within
-    10 % and each metering edge within 1 % (`helpers.hydraulic_tolerance`, on 6 s of log);
+    10 % and each metering edge within 0.5 % (measured: 1e-4 V, 0.15 ms, 0.9 %, 0.12 %);
     held-out segments choose to fit the overlaps and the valves' dynamics (delay and lag
     together), and each value comes with its std. (Before a segment's spool started where
     the command history left it, it started at its command, and the fit pushed the delays
-    1.5-2.9 ms off to absorb that.)"""
+    1.5-2.9 ms off to absorb that; before the chosen structure's final fit re-ran the pilots,
+    from start states a plant without the effects had estimated, the edges came out 1 % and
+    an overlap 0.02 V off.)"""
     nominal, true, cols = effects_log
     seg = oe.make_segments(nominal, cols, segment_time=0.5)
     heads = head_segments(nominal, cols, seg)
@@ -102,7 +103,7 @@ def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
         i = true.actuator_names.index(a)
         ratio = {e: v[f"valve.{a}.{e}"] / float(getattr(true.actuators[i].valve, e)) for e in EDGES}
         print(a, "edges / truth", {e: round(r, 4) for e, r in ratio.items()})
-        for e, r in ratio.items():
-            assert r == pytest.approx(1.0, rel=hydraulic_tolerance(f"valve.{a}.{e}")), (a, e)
+        for e, r in ratio.items():  # measured within 0.12 %
+            assert r == pytest.approx(1.0, rel=5e-3), (a, e)
         for k in ("deadband", "delay", "tau"):
             assert 0 < res.std[f"valve.{a}.{k}"] < np.inf
