@@ -41,6 +41,7 @@ from jaxmb.identification import drift, long_refit, report, start_states
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
+from jaxmb.identification.campaign import Campaign, check_campaign
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
 from jaxmb.io.log_sampling import check_uniform, window_option
@@ -161,14 +162,15 @@ class _Fit:
     choices: dict
     long_report: dict
     noise: dict  # each signal's residual scale (SI)
-    pred: dict  # the fit log's segment-wise prediction by the identified plant
-    nominal: dict  # ... and by the file's
+    pred: dict  # {log: its segment-wise prediction by the identified plant}
+    nominal: dict  # {log: ... and by the file's}
+    logs: dict  # {log: its conditions: the payload named or identified}
 
 
 def identify_hydraulic(
     name: str,
     machine: Machine,
-    log_path,
+    log_path: str | Path | Sequence[str | Path],
     out: Path,
     validate: Sequence[str],
     progress: Callable[[str], None],
@@ -195,7 +197,9 @@ def identify_hydraulic(
     whichever predicts held-out segments better (`model_choice.choose_and_fit`); validate by
     free-run
     replay of the ``validate`` logs (module docstring), write the report into ``out`` and
-    return the summary entries. ``cutoff`` and ``stride``: stage 1's low-pass (Hz) and
+    return the summary entries. ``log_path`` may be several logs (a campaign, `campaign`: the
+    machine's parameters shared, each log with its own start states and payload). ``cutoff``
+    and ``stride``: stage 1's low-pass (Hz) and
     decimation (default `mechanics.CUTOFF` and 10). ``long``: the refit on long segments
     (`long_refit`), "auto" (kept where held-out long segments prefer it), "yes" or "no".
 
@@ -206,25 +210,35 @@ def identify_hydraulic(
     choice.check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects)
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
+    paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
+    if window is not None and len(paths) > 1:
+        raise ValueError(
+            "--window: selects a span of one fit log; with several, cut each log to its span"
+        )
     required = required_signals(machine.plant)
     # every log is read and checked before anything compiles
-    log, cols = _read(machine, log_path, required)
+    logs = {Path(p).stem: _read(machine, p, required) for p in paths}
+    if len(logs) > 1:
+        check_campaign({stem: log for stem, (log, _) in logs.items()})
     vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
-    check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(log_path).name)
-    fit_log = window_option(log, window, Path(log_path).name)
-    check_uniform(fit_log, Path(log_path).name)
+    for p in paths:
+        log = logs[Path(p).stem][0]
+        check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(p).name)
+        check_uniform(log, Path(p).name)
+    fit_log = window_option(logs[Path(paths[0]).stem][0], window, Path(paths[0]).name)
+    check_uniform(fit_log, Path(paths[0]).name)
     for v in validate:
         check_uniform(vlogs[Path(v).stem][0], Path(v).name)
     fit = _fit(
-        machine, log, fit_log, cols, progress, window=window, segment_time=segment_time,
+        machine, logs, fit_log, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,
         prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
         cutoff=cutoff, stride=stride, long=long,
     )  # fmt: skip
-    summary = _write_fit(name, machine, fit, out, log_path, validate, segment_time)
+    summary = _write_fit(name, machine, fit, out, paths, validate, segment_time)
     summary["validation"] = "pending: the fit is written; the validation logs replay next"
     save(summary)
-    series = {f"fit_{Path(log_path).stem}": fit.pred}
+    series = {f"fit_{stem}": pred for stem, pred in fit.pred.items()}
     checks, failed = {}, {}
     for stem, (vlog, vcols) in vlogs.items():
         compile_cache.relieve()  # between stages (`compile_cache.relieve`)
@@ -262,30 +276,47 @@ def identify_hydraulic(
 
 
 def _fit(
-    machine: Machine, log: Log, fit_log: Log, cols: dict, progress, *, window, segment_time,
-    friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects, cutoff, stride,
-    long,
+    machine: Machine, logs: Mapping[str, tuple[Log, dict]], fit_log: Log, progress, *, window,
+    segment_time, friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects,
+    cutoff, stride, long,
 ) -> _Fit:  # fmt: skip
-    """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring)."""
+    """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring), on
+    one log (``fit_log``: its ``window``) or a campaign's (`campaign`)."""
     t0, t1 = (None, None) if window is None else window
-    known = log.meta.get("conditions", {}).get("payload_kg")
+    stems = tuple(logs)
+    raw = [logs[s][0] for s in stems]
+    known = [log.meta.get("conditions", {}).get("payload_kg") for log in raw]
+    known = [None if m is None or machine.payload is None else float(m) for m in known]
+    camp = Campaign.of(stems, [logs[s][1] for s in stems], known)
+    unknown = machine.payload is not None and bool(camp.unknown)
     progress(
         "identifying the mechanics (regressor route on the pressure forces)"
-        + ("" if machine.payload is None or known is not None else ", payload included")
+        + (", payload included" if unknown else "")
     )
     stage1 = mech.identify_mechanics(
-        machine, fit_log, payload_known=None if known is None else float(known),
+        machine, fit_log if len(raw) == 1 else raw,
+        payload_known=known[0] if len(raw) == 1 else known,
         prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,
         cutoff=mech.CUTOFF if cutoff is None else cutoff, stride=stride or 10,
     )  # fmt: skip
-    plant = _plant_for(machine, log, stage1)
-    conditions = {} if known is None else {"payload_kg": float(known)}
-    if machine.payload is not None and known is None:
+    # the plant carries the unknown load (a log that names none), or the first log's
+    ref = raw[known.index(None)] if None in known else raw[0]
+    plant = _plant_for(machine, ref, stage1)
+    conditions = {} if known[0] is None or len(raw) > 1 else {"payload_kg": known[0]}
+    if unknown:
         conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     progress("identifying (output-error route)")
-    seg = oe.make_segments(plant, cols, segment_time=segment_time, t_start=t0, t_end=t1)
-    heads = start_states.head_segments(plant, cols, seg)
+    scales = None if len(camp) == 1 else camp.scales(plant)
+    parts = [
+        oe.make_segments(plant, c, segment_time=segment_time, t_start=t0, t_end=t1, scales=scales)
+        for c in camp.columns
+    ]
+    seg = camp.join(plant, parts)
+    heads = camp.join(
+        plant,
+        [start_states.head_segments(plant, c, p) for c, p in zip(camp.columns, parts, strict=True)],
+    )
     base = hydraulic_selectors(plant, friction=friction)
     leaks = tuple(
         n for n in hydraulic_selectors(plant, friction=False, leakage=True) if n not in base
@@ -297,27 +328,47 @@ def _fit(
     )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     res, spec, _, held, long_report = long_refit.refit_long(
-        plant, res, spec, cols, np.asarray(seg.scale), refined_selectors(plant, stage1),
-        choice=long, t_start=t0, t_end=t1, max_evaluations=max_evaluations,
+        plant, res, spec, camp.columns[0] if len(camp) == 1 else camp, np.asarray(seg.scale),
+        refined_selectors(plant, stage1), choice=long, t_start=t0, t_end=t1,
+        max_evaluations=max_evaluations,
     )  # fmt: skip
     # every estimate, those the long refit held at the short fit's values included
     values = {**{n: v for n, (v, _) in held.items()}, **res.values}
     stds = {**{n: s for n, (_, s) in held.items()}, **res.std}
     if "body.payload.mass" in values and "payload_source" in conditions:
         conditions["payload_kg"] = values["body.payload.mass"]
-    file_plant = _nominal_for(machine, log)
+    per_log = {
+        stem: {"payload_kg": conditions.get("payload_kg") if m is None else m,
+               "payload_source": "identified" if m is None else "named"}
+        for stem, m in zip(stems, known, strict=True)
+    } if machine.payload is not None else {stem: {} for stem in stems}  # fmt: skip
+
+    def predictions(plant_of) -> dict:
+        return {
+            stem: oe.predict(plant_of(k), c, segment_time=segment_time, t_start=t0, t_end=t1)
+            for k, (stem, c) in enumerate(zip(stems, camp.columns, strict=True))
+        }
+
     return _Fit(
-        stage1=stage1, stage1_plant=plant, file_plant=file_plant, res=res, spec=spec,
-        held=held, values=values, stds=stds, conditions=conditions, choices=choices,
+        stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
+        spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
         long_report=long_report,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
-        pred=oe.predict(res.plant, cols, segment_time=segment_time, t_start=t0, t_end=t1),
-        nominal=oe.predict(file_plant, cols, segment_time=segment_time, t_start=t0, t_end=t1),
+        pred=predictions(lambda k: _under(res.plant, known[k])),
+        nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
+        logs=per_log,
     )  # fmt: skip
 
 
+def _under(plant: HydraulicPlant, payload: float | None) -> HydraulicPlant:
+    """``plant`` carrying a log's named ``payload`` (kg; None: its own, the unknown load)."""
+    if payload is None:
+        return plant
+    return oe.with_segment_payload(plant, jnp.asarray(float(payload)))
+
+
 def _write_fit(
-    name: str, machine: Machine, fit: _Fit, out: Path, log_path, validate, segment_time: float
+    name: str, machine: Machine, fit: _Fit, out: Path, paths, validate, segment_time: float
 ) -> dict:
     """``parameters.csv``, ``mechanics.csv``, ``base_parameters.csv`` and ``params.json`` of a
     finished fit, before any validation; returns the summary's entries of the fit."""
@@ -370,7 +421,11 @@ def _write_fit(
             },
             **{r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows},
         },  # fmt: skip
-        source={"log": str(log_path), "validation": [str(v) for v in validate], **fit.conditions},
+        source={
+            "log": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths],
+            "validation": [str(v) for v in validate],
+            **fit.conditions,
+        },  # fmt: skip
     )
     J = res.jacobian
     n = np.linalg.norm(J, axis=0)
@@ -403,14 +458,34 @@ def _write_fit(
         "leakage": fit.choices["leakage"],
         "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
         "long_refit": long_report,
-        "fit_rmse": fit.pred["rmse"],
-        "fit_rmse_nominal": fit.nominal["rmse"],
+        "fit_rmse": _pooled_rmse(fit.pred),
+        "fit_rmse_nominal": _pooled_rmse(fit.nominal),
+        # each fit log's conditions and segment-wise prediction
+        "fit_logs": {
+            stem: {
+                **fit.logs[stem],
+                "duration_s": float(p["t"][-1] - p["t"][0]),
+                "fit_rmse": p["rmse"],
+                "fit_rmse_nominal": fit.nominal[stem]["rmse"],
+            }
+            for stem, p in fit.pred.items()
+        },  # fmt: skip
         "segment_time_s": segment_time,
         # each signal's residual scale (SI): its RMS residual once pilots and rescaling
         # agree, i.e. its noise level against the model (maximum likelihood with unknown
         # noise variances)
         "residual_scales": fit.noise,
-        "samples": int(len(fit.pred["t"])),
+        "samples": int(sum(len(p["t"]) for p in fit.pred.values())),
+    }
+
+
+def _pooled_rmse(preds: Mapping[str, dict]) -> dict:
+    """Each signal's RMSE over every log's predicted samples (one log: its own)."""
+    n = {stem: len(p["t"]) for stem, p in preds.items()}
+    signals = next(iter(preds.values()))["rmse"]
+    return {
+        c: float(np.sqrt(sum(n[k] * p["rmse"][c] ** 2 for k, p in preds.items()) / sum(n.values())))
+        for c in signals
     }
 
 

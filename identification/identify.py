@@ -480,8 +480,8 @@ def identify(
     both: for a robot, the cutoff chosen from the motion (`cutoff_choice`) and stride 1;
     `mechanics.CUTOFF` and 10 for a hydraulic machine's stage 1. ``log_path`` may be several
     logs (a robot's experiments, each with its own payload and noise levels, fitted
-    together); logs are told apart by their file stems, so two logs, fitted or validated, may
-    not share one."""
+    together; a hydraulic machine's campaign, `campaign`); logs are told apart by their
+    file stems, so two logs, fitted or validated, may not share one."""
     from tqdm.auto import tqdm
 
     paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
@@ -563,8 +563,7 @@ def identify(
             given = {"--method": method is not None, "--terms": terms is not None,
                      "--gear-ratios/--torque-constants": drives is not None,
                      "--resample": resample is not None,
-                     "--coulomb-width": coulomb_width is not None,
-                     "several logs": len(paths) > 1}  # fmt: skip
+                     "--coulomb-width": coulomb_width is not None}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
                     f"{', '.join(k for k, v in given.items() if v)}: only for the regressor "
@@ -573,7 +572,7 @@ def identify(
                 )
 
             summary = identify_hydraulic(
-                name, m, paths[0], out, validate, progress, save=write_summary, window=window,
+                name, m, paths, out, validate, progress, save=write_summary, window=window,
                 leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
                 cutoff=cutoff, stride=stride,

@@ -51,11 +51,20 @@ import numpy as np
 from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.identification import output_error as oe
+from jaxmb.identification.campaign import Campaign
 from jaxmb.identification.model_choice import HELD_OUT, extended_theta, masked, spec_for
 from jaxmb.identification.shooting import PIECE_TIME, fit_chains, internal_states
 from jaxmb.identification.start_states import estimate_start_states, head_segments
 
-__all__ = ["CHOICES", "LONG_TIME", "long_segments", "piece_segments", "refit_long", "replay_cost"]
+__all__ = [
+    "CHOICES",
+    "LONG_TIME",
+    "long_samples",
+    "long_segments",
+    "piece_segments",
+    "refit_long",
+    "replay_cost",
+]
 
 CHOICES = ("auto", "no", "yes")
 LONG_TIME = 10.0  # s: the longest long segment (the fit span cut into at least HELD_OUT)
@@ -69,26 +78,46 @@ def long_segments(
     *,
     t_start: float | None = None,
     t_end: float | None = None,
+    samples: int | None = None,
 ) -> oe.Segments:
     """The fit span (``t_start`` .. ``t_end``, default the whole log) cut into
     ``max(HELD_OUT, ceil(span / LONG_TIME))`` equal segments, a whole number of ``STRIDE``
-    samples each, with the residual ``scales`` of the short fit (its noise levels)."""
+    samples each (`long_samples`; ``samples`` given: as many of that length as fit), with the
+    residual ``scales`` of the short fit (its noise levels)."""
     t = np.asarray(log["t"], float)
     h = float(np.mean(np.diff(t)))
-    lo = 0 if t_start is None else int(np.searchsorted(t, t_start - 0.5 * h))
-    hi = t.size - 1 if t_end is None else int(np.searchsorted(t, t_end + 0.5 * h)) - 1
-    n = max(HELD_OUT, int(np.ceil((hi - lo) * h / LONG_TIME - 1e-9)))
-    samples = ((hi - lo) // n // STRIDE) * STRIDE
-    if samples < STRIDE:
-        raise ValueError(f"long segments: the fit span ({(hi - lo) * h:g} s) is too short")
-    # a whole number of pieces (`piece_segments`), each a whole number of STRIDE samples
-    m = min(samples // STRIDE, int(np.ceil(samples * h / PIECE_TIME - 1e-9)))
-    samples = m * ((samples // m // STRIDE) * STRIDE)
+    lo, hi = _span(t, t_start, t_end)
+    if samples is None:
+        samples = long_samples(log, t_start=t_start, t_end=t_end)
     seg = oe.make_segments(
         plant, log, segment_time=samples * h, stride=STRIDE, t_start=float(t[lo]),
         t_end=float(t[hi]),
     )  # fmt: skip
     return oe.with_scales(seg, np.asarray(scales))
+
+
+def _span(t: np.ndarray, t_start, t_end) -> tuple[int, int]:
+    h = float(np.mean(np.diff(t)))
+    lo = 0 if t_start is None else int(np.searchsorted(t, t_start - 0.5 * h))
+    hi = t.size - 1 if t_end is None else int(np.searchsorted(t, t_end + 0.5 * h)) - 1
+    return lo, hi
+
+
+def long_samples(
+    log: Mapping[str, np.ndarray], *, t_start: float | None = None, t_end: float | None = None
+) -> int:
+    """Samples per long segment of ``log``'s fit span (`long_segments`): the span over
+    ``max(HELD_OUT, ceil(span / LONG_TIME))``, a whole number of pieces (`piece_segments`)
+    of a whole number of ``STRIDE`` samples each."""
+    t = np.asarray(log["t"], float)
+    h = float(np.mean(np.diff(t)))
+    lo, hi = _span(t, t_start, t_end)
+    n = max(HELD_OUT, int(np.ceil((hi - lo) * h / LONG_TIME - 1e-9)))
+    samples = ((hi - lo) // n // STRIDE) * STRIDE
+    if samples < STRIDE:
+        raise ValueError(f"long segments: the fit span ({(hi - lo) * h:g} s) is too short")
+    m = min(samples // STRIDE, int(np.ceil(samples * h / PIECE_TIME - 1e-9)))
+    return m * ((samples // m // STRIDE) * STRIDE)
 
 
 def piece_segments(
@@ -152,6 +181,32 @@ def long_selectors(
     return tuple(dict.fromkeys(names + [n for n in refine if not _held(n)]))
 
 
+def _long_sets(plant, log, scales, t_start, t_end):
+    """``(long segments, their pieces, the pieces' heads, pieces per segment)`` of one log,
+    or of a campaign's logs (`campaign.Campaign`): there every long segment is as long as the
+    longest log's (`long_samples`), each log holding as many as fit in it (one shorter than
+    that holds none: its span is fitted by the short segments only)."""
+    if not isinstance(log, Campaign):
+        seg = long_segments(plant, log, scales, t_start=t_start, t_end=t_end)
+        pieces, m = piece_segments(plant, log, seg)
+        return seg, pieces, head_segments(plant, log, pieces), m
+    longest = max(log.columns, key=lambda c: len(c["t"]))
+    samples = long_samples(longest)
+    segs, pieces, heads, logs = [], [], [], []
+    for k, cols in enumerate(log.columns):
+        if len(cols["t"]) <= samples:
+            continue
+        s = long_segments(plant, cols, scales, samples=samples)
+        p, m = piece_segments(plant, cols, s)
+        segs.append(s)
+        pieces.append(p)
+        heads.append(head_segments(plant, cols, p))
+        logs.append(k)
+    part = Campaign(*(tuple(getattr(log, f)[k] for k in logs)
+                      for f in ("names", "columns", "payloads")))  # fmt: skip
+    return part.join(plant, segs), part.join(plant, pieces), part.join(plant, heads), m
+
+
 def _held(name: str) -> bool:
     """Whether the long refit holds ``name`` at the short fit's value (module docstring)."""
     return name.endswith(".c_int") or name == "body.payload.mass"
@@ -161,7 +216,7 @@ def refit_long(
     plant: HydraulicPlant,
     res: oe.OutputErrorResult,
     spec: oe.HydraulicParameters,
-    log: Mapping[str, np.ndarray],
+    log: Mapping[str, np.ndarray] | Campaign,
     scales: np.ndarray,
     refine: Sequence[str],
     *,
@@ -171,9 +226,10 @@ def refit_long(
     max_evaluations: int = 20,
 ) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, HydraulicPlant, dict, dict]:
     """The short fit ``res`` of ``spec`` on ``plant`` refitted on `long_segments` of ``log``
-    (`long_selectors`), each segment from its start state estimated for ``res``'s plant,
-    weighted by ``scales``. ``choice``: "auto" keeps the refit only where held-out long
-    segments prefer it (module docstring), "yes" always, "no" never.
+    (a log's columns, or a campaign's logs: `campaign.Campaign`) (`long_selectors`), each
+    segment from its start state estimated for ``res``'s plant, weighted by ``scales``.
+    ``choice``: "auto" keeps the refit only where held-out long segments prefer it (module
+    docstring), "yes" always, "no" never.
 
     Returns the estimate kept, its parameters, the plant its ``theta`` is relative to
     (``plant`` with the held leakages and payload set), the held parameters ``{name: (value, std)}`` (the
@@ -190,9 +246,7 @@ def refit_long(
     long_spec = spec_for(names)
     theta0 = extended_theta(res, long_spec)
     short = oe.plant_with(jnp.asarray(theta0), base, long_spec)
-    seg = long_segments(base, log, scales, t_start=t_start, t_end=t_end)
-    pieces, m = piece_segments(base, log, seg)
-    heads = head_segments(base, log, pieces)
+    seg, pieces, heads, m = _long_sets(base, log, scales, t_start, t_end)
     pieces = estimate_start_states(short, heads, pieces)
     about = {
         "parameters": list(names),

@@ -40,6 +40,7 @@ follows the filter exactly, `rigid.filtered_noise_covariance`; there the factor 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import equinox as eqx
@@ -250,47 +251,70 @@ def _payload_prior(machine: Machine, mass: float, com) -> np.ndarray:
 
 def identify_mechanics(
     machine: Machine,
-    log: Log,
+    log: Log | Sequence[Log],
     *,
-    payload_known: float | None = None,
+    payload_known: float | None | Sequence[float | None] = None,
     stribeck: bool = True,
     cutoff: float = CUTOFF,
     stride: int = 10,
     prior_weight: float = PRIOR_WEIGHT,
 ) -> MechanicsEstimate:
-    """Stage 1 (module docstring) on a validated, uniformly sampled log of ``machine``.
+    """Stage 1 (module docstring) on a validated, uniformly sampled log of ``machine``, or on
+    several (a campaign, `campaign`: their equations stacked, one noise level per log and
+    joint).
 
-    ``payload_known``: the payload's mass when the experiment names it (its sidecar); the payload
-    body is then known (the file's centre) and moved to the right-hand side. Otherwise the payload
-    is fitted with the booms. ``stribeck``: fit the static friction force too (see
-    `equations`)."""
+    ``payload_known``: the payload's mass when the experiment names it (its sidecar; with
+    several logs, one entry per log, None where unknown); the payload body is then known (the
+    file's centre) and moved to the right-hand side of that log's equations. The logs that
+    name none carry one unknown payload, fitted with the booms. ``stribeck``: fit the static
+    friction force too (see `equations`)."""
     check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.io.machine)")
-    check_type(log, Log, "identify_mechanics: log")
-    if payload_known is not None:
-        check_number(payload_known, "identify_mechanics: payload_known (kg)", at_least=0)
+    logs = [log] if isinstance(log, Log) else list(log)
+    known = [payload_known] if isinstance(log, Log) else list(payload_known or [None] * len(logs))
+    if not logs or len(known) != len(logs):
+        raise ValueError(
+            f"identify_mechanics: {len(logs)} log(s) and {len(known)} payload(s); one each"
+        )
+    for lg in logs:
+        check_type(lg, Log, "identify_mechanics: log")
+    for m in known:
+        if m is not None:
+            check_number(m, "identify_mechanics: payload_known (kg)", at_least=0)
     check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
     check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
     check_number(prior_weight, "identify_mechanics: prior_weight", above=0)
     has_payload = machine.payload is not None
+    unknown = has_payload and any(m is None for m in known)
     # the regressor does not depend on the bodies' values: a known payload rides along
-    plant = machine.with_payload(float(payload_known or 0.0)) if has_payload else machine.plant
+    named = [m for m in known if m is not None]
+    plant = machine.plant
+    if has_payload:
+        plant = machine.with_payload(float(named[0] if named else 0.0))
     model = plant.model
-    s = pressure_samples(plant, log, cutoff=cutoff, stride=stride)
-    tau, Y, Yf = equations(plant, s, stribeck=stribeck)
-    N, n, _ = Y.shape
     nb = len(model.bodies)
+    j = model.body_names.index("payload") if has_payload else None
+    per_log = []
+    for lg, m in zip(logs, known, strict=True):
+        s = pressure_samples(plant, lg, cutoff=cutoff, stride=stride)
+        tau, Y, Yf = equations(plant, s, stribeck=stribeck)
+        if has_payload and m is not None:  # known: to the right-hand side, out of the fit
+            pi_m = np.array(jaxmb.inertial_parameters(machine.with_payload(float(m)).model))[j]
+            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_m
+            Y = Y.copy()
+            Y[:, :, 10 * j : 10 * j + 10] = 0.0
+        per_log.append((s, tau, Y, Yf))
+    s = per_log[0][0]
+    tau, Y, Yf = (np.concatenate([x[i] for x in per_log]) for i in (1, 2, 3))
+    N, n, _ = Y.shape
     pi_file = np.array(jaxmb.inertial_parameters(model))  # (nb, 10), writable
     fitted = list(range(nb))
     payload_prior = None
-    if has_payload:
-        j = model.body_names.index("payload")
-        if payload_known is not None:  # known (pi_file holds it): to the right-hand side
-            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_file[j]
-            fitted.remove(j)
-        else:
-            p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
-            payload_prior = _payload_prior(machine, p1.mass, p1.com)
-            pi_file[j] = payload_prior
+    if has_payload and not unknown:
+        fitted.remove(j)
+    elif unknown:
+        p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
+        payload_prior = _payload_prior(machine, p1.mass, p1.com)
+        pi_file[j] = payload_prior
     cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])
     Yi = Y[:, :, cols].reshape(N * n, -1)
     Ye = Yf.reshape(N * n, -1)
@@ -306,7 +330,10 @@ def identify_mechanics(
     # columns whose effect is a millionth of the largest (a cylinder body's inertia about its
     # axis) are not base parameters of a real log: 1e-6, not the exact-rank 1e-8
     base = rg.base_parameters(W, names, rtol=1e-6)
-    groups = np.tile(np.arange(n), N)
+    # one noise level per joint and log: experiments of other days, other loads
+    groups = np.concatenate(
+        [k * n + np.tile(np.arange(n), x[1].shape[0]) for k, x in enumerate(per_log)]
+    )
     fit = least_squares(base.reduce(W), y, groups=groups)
     inflate = max(1.0, s.fs / (2.0 * s.cutoff * s.stride))
     fit = fit.inflated(inflate)

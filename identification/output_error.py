@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -102,6 +102,8 @@ __all__ = [
     "initial_theta",
     "simulate_segments",
     "simulate_one",
+    "with_segment_payload",
+    "join_segments",
     "residuals",
     "residuals_and_jacobian",
     "embedding",
@@ -248,7 +250,11 @@ class Segments(eqx.Module):
         targets: (K, S, c) the measured signals at ``ts`` (SI units).
         weights: (K, S) 1 where a sample enters the residual, 0 at each start.
         scale: (c,) per-signal scale ``s_c`` of the residual (SI units).
-        commands: the log's valve commands (`CommandTable`).
+        payload: (K,) the payload's mass during each segment where its log names it (kg), NaN
+            where the plant's own (fitted, or the file's) applies: the logs of a campaign
+            (`campaign`) carry different loads on one machine.
+        commands: the log's valve commands (`CommandTable`; a campaign's logs joined on one
+            time axis).
         signal_names: the c residual signals (static).
         n_steps: solver steps per segment (static).
         block: segments per call of the compiled residual-and-Jacobian program (static;
@@ -264,6 +270,7 @@ class Segments(eqx.Module):
     targets: Float[Array, "K S c"]
     weights: Float[Array, "K S"]
     scale: Float[Array, " c"]
+    payload: Float[Array, " K"]
     commands: CommandTable
     signal_names: tuple[str, ...] = eqx.field(static=True)
     n_steps: int = eqx.field(static=True)
@@ -370,6 +377,7 @@ def make_segments(
         targets=jnp.asarray(y[idx]),
         weights=jnp.asarray(weights),
         scale=jnp.asarray(sc),
+        payload=jnp.asarray(np.full(starts.size, np.nan)),
         commands=commands,
         signal_names=names,
         n_steps=int(np.ceil(segment_time / dt)) + 8,
@@ -405,10 +413,10 @@ def simulate_segments(
     signals ``segments.signal_names`` at ``segments.ts`` (SI units). A failed segment gives
     NaN rows."""
 
-    def one(ts, q0, qd0, p0):
-        return simulate_one(plant, segments, ts, q0, qd0, p0, dt=dt)
+    def one(ts, q0, qd0, p0, payload):
+        return simulate_one(plant, segments, ts, q0, qd0, p0, dt=dt, payload=payload)
 
-    return jax.vmap(one)(segments.ts, segments.q0, segments.qd0, segments.p0)
+    return jax.vmap(one)(segments.ts, segments.q0, segments.qd0, segments.p0, segments.payload)
 
 
 def simulate_one(
@@ -421,12 +429,16 @@ def simulate_one(
     *,
     dt: float = 1e-3,
     end_velocity: bool = False,
+    payload=None,
 ) -> Float[Array, "S c"] | tuple[Float[Array, "S c"], Float[Array, " n"]]:
     """One segment of `simulate_segments` from the start state ``(q0, qd0, p0)`` at
     ``ts[0]``: the signals ``segments.signal_names`` at ``ts``, differentiable in forward
     mode with the plant's state Jacobian shared among the columns
     (`SharedJacobianForwardMode`). ``end_velocity``: also the velocities at ``ts[-1]``
-    (with the signals' last row, the state a next segment starts from; `shooting`)."""
+    (with the signals' last row, the state a next segment starts from; `shooting`).
+    ``payload``: the segment's payload mass (`Segments.payload`; NaN: the plant's)."""
+    if payload is not None:
+        plant = with_segment_payload(plant, payload)
     act0 = _start_state(plant, segments.commands, ts[0], q0, qd0, p0)
     tr = simulate(
         plant, segments.commands, None, q0, qd0, ts,
@@ -435,6 +447,36 @@ def simulate_one(
     )  # fmt: skip
     y = jnp.stack([tr.signal(c) for c in segments.signal_names], axis=-1)
     return (y, tr.qd[-1]) if end_velocity else y
+
+
+def with_segment_payload(plant: HydraulicPlant, payload) -> HydraulicPlant:
+    """``plant`` with its payload body's mass set to ``payload`` (kg) where that is a number,
+    its own where NaN (`Segments.payload`); a plant without a payload body as it is."""
+    names = plant.model.body_names
+    if "payload" not in names:
+        return plant
+    j = names.index("payload")
+    own = plant.model.bodies[j].mass
+    mass = jnp.where(jnp.isnan(payload), own, jnp.nan_to_num(payload))
+    return eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, mass)
+
+
+def join_segments(parts: Sequence[Segments], commands: CommandTable) -> Segments:
+    """The segments of several logs as one set (a campaign, `campaign.Campaign`): their
+    per-segment fields concatenated in order, ``commands`` the logs' commands joined on the
+    time axis their ``ts`` share. Every part must have the same samples per segment and the
+    same signals; the first part's scales and solver steps serve all."""
+    first = parts[0]
+    for k, p in enumerate(parts[1:], 1):
+        if p.ts.shape[1:] != first.ts.shape[1:] or p.signal_names != first.signal_names:
+            raise ValueError(
+                f"join_segments: part {k} has segments of shape {p.ts.shape[1:]} and signals "
+                f"{p.signal_names}, part 0 {first.ts.shape[1:]} and {first.signal_names}"
+            )
+    fields = [jnp.concatenate([getattr(p, f) for p in parts]) for f in PER_SEGMENT]
+    out = eqx.tree_at(lambda s: [getattr(s, f) for f in PER_SEGMENT], first, fields)
+    n_steps = max(p.n_steps for p in parts)
+    return dataclasses.replace(out, commands=commands, n_steps=n_steps)
 
 
 # a diverged segment (NaN) costs this much per residual instead of poisoning the solver
@@ -583,7 +625,7 @@ def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
 
 
 # the fields of `Segments` that run along its segments
-PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights")
+PER_SEGMENT = ("ts", "q0", "qd0", "p0", "targets", "weights", "payload")
 
 
 def segment_batches(segments: Segments, size: int) -> list[Segments]:

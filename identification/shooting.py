@@ -97,12 +97,13 @@ def _linearized(theta, plant, spec, pieces, dt):
         scale = unknowns_scale(seg, n)
         P = th.shape[0]
 
-        def one(ts, q0, qd0, p0, targets, weights):
+        def one(ts, q0, qd0, p0, targets, weights, payload):
             def f(v):
                 x = v[P:] * scale
                 y, qd_end = oe.simulate_one(
                     oe.plant_with(v[:P], pl, spec), seg, ts, q0 + x[:n], qd0 + x[n : 2 * n],
                     p0 + x[2 * n :].reshape(p0.shape), dt=dt, end_velocity=True,
+                    payload=payload,
                 )  # fmt: skip
                 r = (y - targets) / seg.scale[None, :] * weights[:, None]
                 r = jnp.where(jnp.isfinite(r), r, oe.DIVERGED).reshape(-1)
@@ -113,7 +114,7 @@ def _linearized(theta, plant, spec, pieces, dt):
             (J_r, J_e), (r, e) = jax.jacfwd(f, has_aux=True)(v)
             return r, e, J_r, J_e
 
-        return jax.vmap(one)(seg.ts, seg.q0, seg.qd0, seg.p0, seg.targets, seg.weights)
+        return jax.vmap(one)(seg.ts, seg.q0, seg.qd0, seg.p0, seg.targets, seg.weights, seg.payload)
 
     r, e, J_r, J_e = oe.per_device(local, theta, plant, pieces)
     # a diverged piece's end state stays NaN (`condensed` starts a chain after it)

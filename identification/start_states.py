@@ -106,7 +106,8 @@ def start_state_residuals(
     q0 = segments.q0[k] + x[:n]
     qd0 = segments.qd0[k] + x[n : 2 * n]
     p0 = segments.p0[k] + x[2 * n :].reshape(segments.p0.shape[1:])
-    y = simulate_one(plant, segments, segments.ts[k], q0, qd0, p0, dt=dt)
+    y = simulate_one(plant, segments, segments.ts[k], q0, qd0, p0, dt=dt,
+                     payload=segments.payload[k])  # fmt: skip
     y = y.at[0].set(jnp.concatenate([q0, p0.reshape(-1)]))  # the state itself at the start
     return ((y - segments.targets[k]) / segments.scale[None, :]).reshape(-1)
 

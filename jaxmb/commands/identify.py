@@ -135,9 +135,11 @@ def add_parser(sub) -> None:
     p.add_argument(
         "log",
         nargs="+",
-        help="the log to identify from (.csv or .parquet, sidecar .json); a robot: one or more "
-        "experiments fitted together, each with its own noise levels and the payload its "
-        "sidecar's conditions name (payload_kg, payload_com, payload_frame)",
+        help="the log to identify from (.csv or .parquet, sidecar .json), or several "
+        "experiments fitted together: a robot's, each with its own noise levels and the "
+        "payload its sidecar's conditions name (payload_kg, payload_com, payload_frame); a "
+        "hydraulic machine's, each with its own start states and the payload_kg its sidecar "
+        "names (the logs that name none carry one unknown load, identified)",
     )
     p.add_argument(
         "--model",
