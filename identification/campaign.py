@@ -29,7 +29,7 @@ from jaxmb.identification import output_error as oe
 from jaxmb.io.logs import Log
 from jaxmb.simulation import CommandTable
 
-__all__ = ["GAP", "Campaign", "check_campaign"]
+__all__ = ["GAP", "Campaign", "check_campaign", "payload_body"]
 
 GAP = 1.0  # s between one log's end and the next one's start on the joined time axis
 _HOLD = 0.5  # s before a log's start from which its first command is held
@@ -44,25 +44,33 @@ class Campaign:
         columns: each log's columns (`hydraulic_route.log_columns`), its time shifted onto the
             joined axis (the first log's unchanged).
         payloads: each log's payload mass (kg) as its sidecar names it, None where unknown.
+        body: the machine file's payload body, centre (m) and inertia about it (kg m^2,
+            row-major), (12,): a named load is that body at the named mass (as
+            `jaxmb.io.machine.Machine.with_payload` makes it); None: no payload.
     """
 
     names: tuple[str, ...]
     columns: tuple[Mapping[str, np.ndarray], ...]
     payloads: tuple[float | None, ...]
+    body: np.ndarray | None = None
 
     @classmethod
     def of(
-        cls, names: Sequence[str], columns: Sequence[Mapping[str, np.ndarray]], payloads
+        cls,
+        names: Sequence[str],
+        columns: Sequence[Mapping[str, np.ndarray]],
+        payloads,
+        body: np.ndarray | None = None,
     ) -> Campaign:
         """The logs ``columns`` (each on its own time axis) laid end to end (module
-        docstring)."""
+        docstring); ``body`` the file's payload body (`Campaign.body`)."""
         shifted, end = [], None
         for cols in columns:
             t = np.asarray(cols["t"], float)
             shift = 0.0 if end is None else end + GAP - float(t[0])
             shifted.append({**cols, "t": t + shift})
             end = float(t[-1]) + shift
-        return cls(tuple(names), tuple(shifted), tuple(payloads))
+        return cls(tuple(names), tuple(shifted), tuple(payloads), body)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -97,10 +105,10 @@ class Campaign:
 
     def join(self, plant: HydraulicPlant, parts: Sequence[oe.Segments]) -> oe.Segments:
         """Each log's segments (``parts``, in the logs' order) as one set, each segment with
-        its log's payload (`output_error.Segments.payload`; NaN: the plant's, the unknown
-        load's)."""
+        its log's payload (`output_error.Segments.payload`: the file's body at the named
+        mass; NaN: the plant's, the unknown load's)."""
         marked = [
-            _with_payload(p, np.nan if m is None else float(m))
+            _with_payload(p, None if m is None or self.body is None else [m, *self.body])
             for p, m in zip(parts, self.payloads, strict=True)
         ]
         if len(parts) == 1:
@@ -112,9 +120,18 @@ class Campaign:
         return self.join(plant, [make(cols) for cols in self.columns])
 
 
-def _with_payload(seg: oe.Segments, mass: float) -> oe.Segments:
-    """``seg`` with every segment's payload mass ``mass`` (NaN: the plant's)."""
-    return eqx.tree_at(lambda s: s.payload, seg, jnp.asarray(np.full(seg.ts.shape[0], mass)))
+def _with_payload(seg: oe.Segments, row) -> oe.Segments:
+    """``seg`` with every segment's payload body ``row`` (13,) (None: the plant's)."""
+    row = np.full(13, np.nan) if row is None else np.asarray(row, float)
+    return eqx.tree_at(lambda s: s.payload, seg, jnp.asarray(np.tile(row, (seg.ts.shape[0], 1))))
+
+
+def payload_body(plant: HydraulicPlant) -> np.ndarray | None:
+    """``plant``'s payload body as `Campaign.body` takes it (None: no payload body)."""
+    if "payload" not in plant.model.body_names:
+        return None
+    b = plant.model.bodies[plant.model.body_names.index("payload")]
+    return np.concatenate([np.asarray(b.com, float), np.asarray(b.inertia, float).ravel()])
 
 
 def check_campaign(logs: Mapping[str, Log]) -> None:

@@ -41,7 +41,7 @@ from jaxmb.identification import drift, long_refit, report, start_states
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
-from jaxmb.identification.campaign import Campaign, check_campaign
+from jaxmb.identification.campaign import Campaign, check_campaign, payload_body
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
 from jaxmb.io.log_sampling import check_uniform, window_option
@@ -89,13 +89,14 @@ def log_columns(log: Log) -> dict[str, np.ndarray]:
 
 def _plant_for(machine: Machine, log: Log, stage1: mech.MechanicsEstimate) -> HydraulicPlant:
     """The machine's plant under ``log``'s experimental conditions: the bodies of stage 1
-    (`mechanics.identify_mechanics`), the payload's mass named in the log's sidecar if it
-    names one (the identified centre and inertia kept), and stage 1's cylinder friction."""
+    (`mechanics.identify_mechanics`), the payload the log's sidecar names if it names one (the
+    file's payload body at that mass), and stage 1's cylinder friction."""
     plant = mech.with_bodies(machine.plant, stage1.model)
     payload = log.meta.get("conditions", {}).get("payload_kg")
     if machine.payload is not None and payload is not None:
-        j = plant.model.body_names.index("payload")
-        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
+        # the file's payload body at the named mass, as stage 1 took it (not the identified
+        # load's centre and inertia: a named empty bucket has none)
+        plant = _under(plant, float(payload), payload_body(machine.plant))
     return eqx.tree_at(lambda p: p.actuators, plant, _friction_from(stage1, plant.actuators))
 
 
@@ -287,7 +288,7 @@ def _fit(
     raw = [logs[s][0] for s in stems]
     known = [log.meta.get("conditions", {}).get("payload_kg") for log in raw]
     known = [None if m is None or machine.payload is None else float(m) for m in known]
-    camp = Campaign.of(stems, [logs[s][1] for s in stems], known)
+    camp = Campaign.of(stems, [logs[s][1] for s in stems], known, payload_body(machine.plant))
     unknown = machine.payload is not None and bool(camp.unknown)
     progress(
         "identifying the mechanics (regressor route on the pressure forces)"
@@ -354,17 +355,18 @@ def _fit(
         spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
         long_report=long_report,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
-        pred=predictions(lambda k: _under(res.plant, known[k])),
+        pred=predictions(lambda k: _under(res.plant, known[k], camp.body)),
         nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
         logs=per_log,
     )  # fmt: skip
 
 
-def _under(plant: HydraulicPlant, payload: float | None) -> HydraulicPlant:
-    """``plant`` carrying a log's named ``payload`` (kg; None: its own, the unknown load)."""
-    if payload is None:
+def _under(plant: HydraulicPlant, payload: float | None, body) -> HydraulicPlant:
+    """``plant`` carrying a log's named ``payload`` (kg) as the file's payload ``body``
+    (`campaign.payload_body`); None: its own (the unknown load)."""
+    if payload is None or body is None:
         return plant
-    return oe.with_segment_payload(plant, jnp.asarray(float(payload)))
+    return oe.with_segment_payload(plant, jnp.asarray([float(payload), *body]))
 
 
 def _write_fit(

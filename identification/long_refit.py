@@ -61,6 +61,7 @@ __all__ = [
     "LONG_TIME",
     "long_samples",
     "long_segments",
+    "long_sets",
     "piece_segments",
     "refit_long",
     "replay_cost",
@@ -181,7 +182,7 @@ def long_selectors(
     return tuple(dict.fromkeys(names + [n for n in refine if not _held(n)]))
 
 
-def _long_sets(plant, log, scales, t_start, t_end):
+def long_sets(plant, log, scales, t_start, t_end):
     """``(long segments, their pieces, the pieces' heads, pieces per segment)`` of one log,
     or of a campaign's logs (`campaign.Campaign`): there every long segment is as long as the
     longest log's (`long_samples`), each log holding as many as fit in it (one shorter than
@@ -203,7 +204,7 @@ def _long_sets(plant, log, scales, t_start, t_end):
         heads.append(head_segments(plant, cols, p))
         logs.append(k)
     part = Campaign(*(tuple(getattr(log, f)[k] for k in logs)
-                      for f in ("names", "columns", "payloads")))  # fmt: skip
+                      for f in ("names", "columns", "payloads")), body=log.body)  # fmt: skip
     return part.join(plant, segs), part.join(plant, pieces), part.join(plant, heads), m
 
 
@@ -246,7 +247,7 @@ def refit_long(
     long_spec = spec_for(names)
     theta0 = extended_theta(res, long_spec)
     short = oe.plant_with(jnp.asarray(theta0), base, long_spec)
-    seg, pieces, heads, m = _long_sets(base, log, scales, t_start, t_end)
+    seg, pieces, heads, m = long_sets(base, log, scales, t_start, t_end)
     pieces = estimate_start_states(short, heads, pieces)
     about = {
         "parameters": list(names),

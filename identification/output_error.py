@@ -250,9 +250,10 @@ class Segments(eqx.Module):
         targets: (K, S, c) the measured signals at ``ts`` (SI units).
         weights: (K, S) 1 where a sample enters the residual, 0 at each start.
         scale: (c,) per-signal scale ``s_c`` of the residual (SI units).
-        payload: (K,) the payload's mass during each segment where its log names it (kg), NaN
-            where the plant's own (fitted, or the file's) applies: the logs of a campaign
-            (`campaign`) carry different loads on one machine.
+        payload: (K, 13) the payload body during each segment where its log names the load:
+            mass (kg), centre (m, in its link) and inertia about it (kg m^2, row-major); a NaN
+            mass where the plant's own payload (fitted, or the file's) applies: the logs of a
+            campaign (`campaign`) carry different loads on one machine.
         commands: the log's valve commands (`CommandTable`; a campaign's logs joined on one
             time axis).
         signal_names: the c residual signals (static).
@@ -270,7 +271,7 @@ class Segments(eqx.Module):
     targets: Float[Array, "K S c"]
     weights: Float[Array, "K S"]
     scale: Float[Array, " c"]
-    payload: Float[Array, " K"]
+    payload: Float[Array, "K 13"]
     commands: CommandTable
     signal_names: tuple[str, ...] = eqx.field(static=True)
     n_steps: int = eqx.field(static=True)
@@ -377,7 +378,7 @@ def make_segments(
         targets=jnp.asarray(y[idx]),
         weights=jnp.asarray(weights),
         scale=jnp.asarray(sc),
-        payload=jnp.asarray(np.full(starts.size, np.nan)),
+        payload=jnp.asarray(np.full((starts.size, 13), np.nan)),
         commands=commands,
         signal_names=names,
         n_steps=int(np.ceil(segment_time / dt)) + 8,
@@ -436,7 +437,7 @@ def simulate_one(
     mode with the plant's state Jacobian shared among the columns
     (`SharedJacobianForwardMode`). ``end_velocity``: also the velocities at ``ts[-1]``
     (with the signals' last row, the state a next segment starts from; `shooting`).
-    ``payload``: the segment's payload mass (`Segments.payload`; NaN: the plant's)."""
+    ``payload``: the segment's payload body (`Segments.payload`; a NaN mass: the plant's)."""
     if payload is not None:
         plant = with_segment_payload(plant, payload)
     act0 = _start_state(plant, segments.commands, ts[0], q0, qd0, p0)
@@ -450,15 +451,22 @@ def simulate_one(
 
 
 def with_segment_payload(plant: HydraulicPlant, payload) -> HydraulicPlant:
-    """``plant`` with its payload body's mass set to ``payload`` (kg) where that is a number,
-    its own where NaN (`Segments.payload`); a plant without a payload body as it is."""
+    """``plant`` with its payload body set to ``payload`` (13,): mass, centre, inertia as in
+    `Segments.payload`, where the mass is a number; its own where NaN. A plant without a
+    payload body as it is."""
     names = plant.model.body_names
     if "payload" not in names:
         return plant
     j = names.index("payload")
-    own = plant.model.bodies[j].mass
-    mass = jnp.where(jnp.isnan(payload), own, jnp.nan_to_num(payload))
-    return eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, mass)
+    body = plant.model.bodies[j]
+    known = ~jnp.isnan(payload[0])
+    row = jnp.nan_to_num(payload)
+    return eqx.tree_at(
+        lambda p: (p.model.bodies[j].mass, p.model.bodies[j].com, p.model.bodies[j].inertia),
+        plant,
+        (jnp.where(known, row[0], body.mass), jnp.where(known, row[1:4], body.com),
+         jnp.where(known, row[4:].reshape(3, 3), body.inertia)),
+    )  # fmt: skip
 
 
 def join_segments(parts: Sequence[Segments], commands: CommandTable) -> Segments:

@@ -14,7 +14,7 @@ import jaxmb
 from jaxmb import cli
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import output_error as oe
-from jaxmb.identification.campaign import GAP, Campaign
+from jaxmb.identification.campaign import GAP, Campaign, payload_body
 from jaxmb.identification.hydraulic_route import log_columns
 from jaxmb.identification.regressor import INERTIAL_NAMES
 from jaxmb.io.logs import read_log, write_log
@@ -40,18 +40,19 @@ def _short(log, t0, seconds):
 
 def test_joined_logs_replay_as_each_log_alone_under_its_payload(crane):
     """A campaign's segments (two logs laid end to end, the second naming 150 kg, the first's
-    payload the plant's own 60 kg) simulate exactly as each log's own segments do on its own
-    time axis with the plant carrying that log's payload: the join moves no sample and
-    applies each log's payload to its segments only."""
+    payload the plant's own: 60 kg, 5 cm off the file's centre, as an identified load may be)
+    simulate exactly as each log's own segments do on its own time axis with the plant
+    carrying that log's payload, the named one as the file's body at 150 kg: the join moves
+    no sample and applies each log's payload to its segments only."""
     machine, loaded, known = crane
-    plant = machine.with_payload(60.0)
+    plant = machine.with_payload(60.0, com=(0.05, 0.02, 0.0))
     a, b = _short(loaded, 5.0, 0.4), _short(known, 7.0, 0.4)
-    camp = Campaign.of(("a", "b"), (a, b), (None, 150.0))
+    camp = Campaign.of(("a", "b"), (a, b), (None, 150.0), payload_body(machine.plant))
     # the second log starts GAP after the first ends
     assert camp.columns[1]["t"][0] == pytest.approx(camp.columns[0]["t"][-1] + GAP)
     kw = dict(segment_time=0.1, stride=10)
     joined = camp.cut(plant, lambda c: oe.make_segments(plant, c, **kw))
-    np.testing.assert_array_equal(np.isnan(np.asarray(joined.payload)), [1] * 4 + [0] * 4)
+    np.testing.assert_array_equal(np.isnan(np.asarray(joined.payload[:, 0])), [1] * 4 + [0] * 4)
     y = np.asarray(oe.simulate_segments_compiled(oe.strong_types(plant), joined, 1e-3))
     alone_a = oe.make_segments(plant, a, **kw)
     alone_b = oe.make_segments(machine.with_payload(150.0), b, **kw)
@@ -61,7 +62,7 @@ def test_joined_logs_replay_as_each_log_alone_under_its_payload(crane):
     np.testing.assert_allclose(y[:4], ya, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(y[4:], yb, rtol=1e-12, atol=1e-9)
     # and the payload matters: joined without their payloads marked, the second log's
-    # segments run under the plant's 60 kg and miss its pressures by more than a bar
+    # segments run under the plant's load and miss its pressures by more than a bar
     wrong = oe.join_segments([alone_a, alone_b], camp.commands(plant))
     yw = np.asarray(oe.simulate_segments_compiled(oe.strong_types(plant), wrong, 1e-3))
     assert np.max(np.abs(yw[4:, :, 2:] - yb[:, :, 2:])) > 1e5
@@ -73,7 +74,7 @@ def test_joined_commands_hold_each_log_until_it_starts(crane):
     state and a delayed command read that log alone."""
     machine, loaded, known = crane
     a, b = _short(loaded, 5.0, 0.3), _short(known, 7.0, 0.3)
-    camp = Campaign.of(("a", "b"), (a, b), (None, 150.0))
+    camp = Campaign.of(("a", "b"), (a, b), (None, 150.0), payload_body(machine.plant))
     table = camp.commands(machine.plant)
     for cols in camp.columns:
         t = cols["t"][::37]
@@ -154,3 +155,31 @@ def test_logs_that_are_not_one_campaign_are_refused_by_name(tmp_path, kind, mess
     with pytest.raises(SystemExit, match=message):
         cli.main(argv)
     assert not out.exists()
+
+
+def test_long_refit_segments_of_a_campaign(crane):
+    """The long refit's segments of a campaign (`long_refit.long_sets`): as long as the
+    longest log's (10 s of the 40 s log), each log holding as many as fit in it (4 and 2),
+    each starting on its own log's samples, chained as pieces of 1 s, and carrying its log's
+    payload: the 150 kg the second names, as the file's payload body."""
+    from jaxmb.identification.long_refit import long_sets
+
+    machine, loaded, known = crane
+    plant = machine.with_payload(60.0)
+    a, b = log_columns(loaded), log_columns(known)
+    camp = Campaign.of(("a", "b"), (a, b), (None, 150.0), payload_body(machine.plant))
+    seg, pieces, heads, m = long_sets(plant, camp, np.ones(6), None, None)
+    assert seg.ts.shape[0] == 6 and m == 10 and pieces.ts.shape[0] == heads.ts.shape[0] == 60
+    starts = np.asarray(seg.ts[:, 0])
+    t_b = camp.columns[1]["t"]
+    np.testing.assert_allclose(starts, [0, 10, 20, 30, t_b[0], t_b[0] + 10], atol=1e-9)
+    np.testing.assert_allclose(np.asarray(seg.ts[:, -1] - seg.ts[:, 0]), 10.0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(pieces.ts[::m, 0]), starts, atol=1e-9)
+    for s in (seg, pieces, heads):
+        mass = np.asarray(s.payload[:, 0])
+        k = mass.size * 4 // 6  # the first log's share
+        assert np.all(np.isnan(mass[:k])) and np.all(mass[k:] == 150.0)
+        body = np.asarray(s.payload[k:, 1:])
+        np.testing.assert_array_equal(
+            body, np.broadcast_to(payload_body(machine.plant), body.shape)
+        )
