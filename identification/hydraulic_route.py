@@ -37,7 +37,7 @@ import numpy as np
 from jaxmb import compile_cache
 from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
-from jaxmb.identification import drift, long_refit, report, start_states
+from jaxmb.identification import drift, fit_progress, long_refit, report, start_states
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
@@ -322,17 +322,19 @@ def _fit(
     leaks = tuple(
         n for n in hydraulic_selectors(plant, friction=False, leakage=True) if n not in base
     )
-    res, spec, seg, choices = choice.choose_and_fit(
-        plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
-        mechanics=mechanics, leakage=leakage, effects=choice.effect_selectors(plant),
-        valve_effects=valve_effects, max_evaluations=max_evaluations,
-    )  # fmt: skip
+    with fit_progress.fitting("stage 2"):
+        res, spec, seg, choices = choice.choose_and_fit(
+            plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
+            mechanics=mechanics, leakage=leakage, effects=choice.effect_selectors(plant),
+            valve_effects=valve_effects, max_evaluations=max_evaluations,
+        )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-    res, spec, _, held, long_report = long_refit.refit_long(
-        plant, res, spec, camp.columns[0] if len(camp) == 1 else camp, np.asarray(seg.scale),
-        refined_selectors(plant, stage1), choice=long, t_start=t0, t_end=t1,
-        max_evaluations=max_evaluations,
-    )  # fmt: skip
+    with fit_progress.fitting("long refit"):
+        res, spec, _, held, long_report = long_refit.refit_long(
+            plant, res, spec, camp.columns[0] if len(camp) == 1 else camp, np.asarray(seg.scale),
+            refined_selectors(plant, stage1), choice=long, t_start=t0, t_end=t1,
+            max_evaluations=max_evaluations,
+        )  # fmt: skip
     # every estimate, those the long refit held at the short fit's values included
     values = {**{n: v for n, (v, _) in held.items()}, **res.values}
     stds = {**{n: s for n, (_, s) in held.items()}, **res.std}

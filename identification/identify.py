@@ -22,11 +22,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
-from jaxmb.identification import report
+from jaxmb.identification import fit_progress, report
 from jaxmb.identification.coulomb_width import choose_coulomb_width
 from jaxmb.identification.cutoff_choice import choose_cutoff
 from jaxmb.identification.regressor import JOINT_TERMS
@@ -512,9 +513,13 @@ def identify(
 
     def progress(stage: str):
         bar.set_description_str(stage)
+        bar.set_postfix_str("")
         bar.update(1)
 
-    try:
+    # every evaluation of a fit moves the bar's text in place: which choice, how far
+    # (`fit_progress`)
+    listening = fit_progress.reporting(lambda text: bar.set_postfix_str(text))
+    with listening, closing(bar):
         progress("loading the model")
         name, m, route = resolve_model(model)
         if route == "rigid":
@@ -580,8 +585,6 @@ def identify(
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip
         bar.update(bar.total - bar.n)
-    finally:
-        bar.close()
     summary = write_summary(summary)
     failed = summary.get("validation_failed", {})
     if failed:

@@ -50,6 +50,7 @@ import numpy as np
 
 from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import fit_progress
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.campaign import Campaign
 from jaxmb.identification.model_choice import HELD_OUT, extended_theta, masked, spec_for
@@ -259,13 +260,15 @@ def refit_long(
     }
     kw = dict(max_evaluations=max_evaluations)
     if choice == "yes":
-        out, _ = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
+        with fit_progress.fitting("every long segment"):
+            out, _ = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
         return out, long_spec, base, held, {"choice": "yes", "how": "--long-refit yes", **about}
     chain = np.arange(pieces.ts.shape[0]) // m
-    train, closed = fit_chains(
-        base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m, theta0=theta0,
-        **kw,
-    )  # fmt: skip
+    with fit_progress.fitting("held-out long segments aside"):
+        train, closed = fit_chains(
+            base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m,
+            theta0=theta0, **kw,
+        )  # fmt: skip
     # the held-out long segments run whole from the chains' estimated first start states
     k = np.arange(seg.ts.shape[0])
     test = masked(
@@ -290,5 +293,6 @@ def refit_long(
     # from the train fit's start states (its chains closed at its estimate), every piece
     # weighing again
     pieces = eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), pieces, (closed.q0, closed.qd0, closed.p0))
-    out, _ = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
+    with fit_progress.fitting("every long segment"):
+        out, _ = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
     return out, long_spec, base, held, report

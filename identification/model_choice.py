@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import fit_progress
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.noise_weighted import NOISE_FTOL, fit_noise_weighted
 from jaxmb.identification.start_states import estimate_start_states
@@ -147,7 +148,8 @@ def choose_and_fit(
     flags = {k: o[0] for k, o in options.items()}
     if all(len(o) == 1 for o in options.values()):
         spec = spec_of(flags)
-        res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
+        with fit_progress.fitting("the given structure"):
+            res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
         return res, spec, seg, reported({k: {"choice": v} for k, v in labels(flags).items()})
     k = np.arange(seg.ts.shape[0])
     held = k % HELD_OUT == HELD_OUT - 1
@@ -157,7 +159,8 @@ def choose_and_fit(
             f"hold one out; the fit span has {k.size}: a longer --window, or each of them given"
         )
     spec = spec_of(flags)
-    best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
+    with fit_progress.fitting("the simplest structure, held-out segments aside"):
+        best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
     # the pilots' scales and start states for every segment, the held-out ones included
     seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
     test = masked(seg, held)
@@ -176,9 +179,10 @@ def choose_and_fit(
             continue
         alt = {**flags, key: True}
         s_alt = spec_of(alt)
-        r_alt = oe.fit(
-            plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
-        )
+        with fit_progress.fitting(f"trying {key} {labels(alt)[key]}"):
+            r_alt = oe.fit(
+                plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
+            )
         cost = {labels(flags)[key]: held_out(best, spec), labels(alt)[key]: held_out(r_alt, s_alt)}
         report[key] = {"choice": min(cost, key=cost.get), "held_out_cost": cost, "how": how,
                        "held_out_segments": int(held.sum())}  # fmt: skip
@@ -189,11 +193,13 @@ def choose_and_fit(
         # estimate (the pilots' start states were estimated by a plant without its
         # parameters: a valve's overlap and lag from the file's values bias them, and a final
         # fit from them kept the edges 1 % and the overlap 0.02 V off)
-        res, seg = fit_noise_weighted(plant, spec, seg, theta0=best.theta, heads=heads, **kw)
+        with fit_progress.fitting("the chosen structure"):
+            res, seg = fit_noise_weighted(plant, spec, seg, theta0=best.theta, heads=heads, **kw)
         return res, spec, seg, reported(report)
     if heads is not None:  # the start states for the chosen structure's estimate
         seg = estimate_start_states(oe.plant_with(jnp.asarray(best.theta), plant, spec), heads, seg)
-    res = oe.fit(plant, spec, seg, theta0=best.theta, ftol=NOISE_FTOL, **kw)
+    with fit_progress.fitting("the chosen structure, every segment"):
+        res = oe.fit(plant, spec, seg, theta0=best.theta, ftol=NOISE_FTOL, **kw)
     return res, spec, seg, reported(report)
 
 

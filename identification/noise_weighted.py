@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import fit_progress
 from jaxmb.identification.output_error import (
     HydraulicParameters,
     OutputErrorResult,
@@ -72,12 +73,13 @@ def fit_noise_weighted(
     # fit on the segments returned
     n = pilot_segments(segments).ts.shape[0]
     weighted = with_block(segments, n) if n < K else segments
-    for _ in range(_MAX_PILOTS):
+    for k in range(_MAX_PILOTS):
         used = pilot_segments(weighted)
-        pilot = fit(
-            plant, spec, used, theta0=theta, max_evaluations=max_evaluations, dt=dt,
-            xtol=_PILOT_TOL, ftol=_PILOT_TOL, columns=columns,
-        )  # fmt: skip
+        with fit_progress.fitting(f"pilot {k + 1} (noise levels)"):
+            pilot = fit(
+                plant, spec, used, theta0=theta, max_evaluations=max_evaluations, dt=dt,
+                xtol=_PILOT_TOL, ftol=_PILOT_TOL, columns=columns,
+            )  # fmt: skip
         theta, old = pilot.theta, np.asarray(weighted.scale)
         weighted = with_scales(weighted, residual_scales(pilot, used))
         if heads is not None:
@@ -85,8 +87,9 @@ def fit_noise_weighted(
             weighted = estimate_start_states(fitted, heads, weighted, dt=dt)
         if np.all(np.abs(np.log(np.asarray(weighted.scale) / old)) < np.log1p(_SCALE_TOL)):
             break
-    res = fit(
-        plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt,
-        ftol=NOISE_FTOL, columns=columns,
-    )  # fmt: skip
+    with fit_progress.fitting("every segment"):
+        res = fit(
+            plant, spec, weighted, theta0=theta, max_evaluations=max_evaluations, dt=dt,
+            ftol=NOISE_FTOL, columns=columns,
+        )  # fmt: skip
     return res, weighted

@@ -84,6 +84,7 @@ from jaxmb.actuators.parameters import (
 )
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.compile_cache import strong_types
+from jaxmb.identification import fit_progress
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.saved_programs import saved
@@ -786,6 +787,7 @@ def fit(
                 del cache[next(iter(cache))]
             cache[key] = (r, J)
             history.append(0.5 * float(r @ r))
+            fit_progress.evaluation(len(history), history[-1])
             if verbose:
                 print(f"  evaluation {len(history)}: cost {history[-1]:.6g}", flush=True)
         return cache[key]

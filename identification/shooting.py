@@ -44,6 +44,7 @@ from jaxtyping import Array, Float
 
 from jaxmb import compile_cache
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.identification import fit_progress
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.identification.start_states import unknowns_scale
@@ -254,6 +255,7 @@ def fit_chains(
         lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
         out = condensed(lin, _start_vector(segs, n), m)
         history.append(0.5 * float(out[0] @ out[0]))
+        fit_progress.evaluation(len(history), history[-1])
         return out
 
     def gap(a_):

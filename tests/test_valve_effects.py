@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxmb.identification import fit_progress
 from jaxmb.identification import model_choice as mc
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.hydraulic_route import hydraulic_selectors
@@ -86,8 +87,22 @@ def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
         "overlap": ("valve.lift.deadband", "valve.tilt.deadband"),
         "dynamics": ("valve.lift.delay", "valve.lift.tau", "valve.tilt.delay", "valve.tilt.tau"),
     }
-    res, spec, _, report = mc.choose_and_fit(
-        nominal, hydraulic_selectors(nominal), (), (), seg, heads=heads, effects=effects
+    said = []
+    with fit_progress.reporting(said.append):
+        res, spec, _, report = mc.choose_and_fit(
+            nominal, hydraulic_selectors(nominal), (), (), seg, heads=heads, effects=effects
+        )
+    # every evaluation reported in place of a silent bar, under the choice it fits (issue 81
+    # point 5): the final fit's count is its cost history's length
+    labels = [m.rsplit(": evaluation", 1)[0] for m in said]
+    for label in ("the simplest structure, held-out segments aside, pilot 1 (noise levels)",
+                  "trying overlap fitted", "trying dynamics fitted",
+                  "the chosen structure, every segment"):  # fmt: skip
+        assert label in labels, (label, sorted(set(labels)))
+    final = [m for m in said if m.startswith("the chosen structure, every segment: ")]
+    assert len(final) == len(res.cost_history)
+    assert final[-1].startswith(
+        f"the chosen structure, every segment: evaluation {len(res.cost_history)}, cost "
     )
     print({k: report[k].get("held_out_cost") for k in mc.EFFECTS})
     for k in mc.EFFECTS:
