@@ -33,6 +33,7 @@ from pathlib import Path
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 from jaxmb import compile_cache
 from jaxmb.actuators.hydraulics import StribeckFriction
@@ -44,6 +45,7 @@ from jaxmb.identification import output_error as oe
 from jaxmb.identification.campaign import Campaign, check_campaign, payload_body
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
+from jaxmb.io.covariance_file import write_covariance
 from jaxmb.io.log_sampling import check_uniform, window_option
 from jaxmb.io.logs import Log, schema_for
 from jaxmb.io.machine import Machine, check_reach
@@ -405,6 +407,7 @@ def _write_fit(
         )
     report.write_table(out / "parameters.csv", rows)
     mechanics_summary = _mechanics_report(out, stage1)
+    _write_covariance(out / COVARIANCE, fit, rows)
     params_file.write_params(
         out / "params.json",
         model_name=name,
@@ -430,6 +433,7 @@ def _write_fit(
             "validation": [str(v) for v in validate],
             **fit.conditions,
         },  # fmt: skip
+        covariance=COVARIANCE,
     )
     J = res.jacobian
     n = np.linalg.norm(J, axis=0)
@@ -491,6 +495,40 @@ def _pooled_rmse(preds: Mapping[str, dict]) -> dict:
         c: float(np.sqrt(sum(n[k] * p["rmse"][c] ** 2 for k, p in preds.items()) / sum(n.values())))
         for c in signals
     }
+
+
+COVARIANCE = "covariance.json"
+
+
+def _write_covariance(path: Path, fit: _Fit, rows: Sequence[dict]) -> None:
+    """The parameters' joint covariance (`jaxmb.io.covariance_file`): stage 2's in its log
+    space (a centre coordinate linear, in m), the long refit's held parameters with their own
+    variances, stage 1's (``mechanics.<name>``, linear, the Laplace approximation's) beside
+    them; separate fits, uncorrelated blocks."""
+    res, stage1 = fit.res, fit.stage1
+    fitted = list(res.names)
+    held = list(fit.held)
+    scale = np.array([oe.COM_STEP if oe.is_additive(n) else 1.0 for n in fitted])
+    undetermined = [n for n in fitted if not np.isfinite(res.std[n])]
+    C2 = np.asarray(res.covariance, float) * np.outer(scale, scale)
+    k_u = [fitted.index(n) for n in undetermined]
+    C2[k_u, :] = 0.0
+    C2[:, k_u] = 0.0
+    C_held = np.diag([(s / v) ** 2 for v, s in fit.held.values()])  # std of log(value)
+    C = scipy.linalg.block_diag(C2, C_held, np.asarray(stage1.covariance, float))
+    value = {r["parameter"]: r["value"] for r in rows}
+    write_covariance(
+        path, fitted + held + [f"mechanics.{n}" for n in stage1.names],
+        [value[n] for n in fitted + held] + list(stage1.values), C,
+        ["linear" if oe.is_additive(n) else "log" for n in fitted] + ["log"] * len(held)
+        + ["linear"] * len(stage1.names),
+        stage=["output error"] * len(fitted) + ["output error (held by the long refit)"]
+        * len(held) + ["mechanics"] * len(stage1.names),
+        undetermined=undetermined,
+        note="stage 1 (mechanics), stage 2 (output error) and the long refit's held parameters "
+        "are separate fits: their blocks are uncorrelated here; stage 2 is conditional on stage "
+        "1's bodies",
+    )  # fmt: skip
 
 
 def validate_log(machine: Machine, fit: _Fit, vlog: Log, vcols: dict, segment_time: float) -> dict:

@@ -41,6 +41,7 @@ from jaxmb.identification.rigid import (
 )
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
+from jaxmb.io.covariance_file import write_covariance
 from jaxmb.io.log_sampling import check_uniform, sampling_report, uniform_segments, window_option
 from jaxmb.io.logs import LogError, read_log, schema_for
 from jaxmb.io.machine import load_machine
@@ -313,6 +314,12 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
     ]
     report.write_table(out / "parameters.csv", rows)
     uncertainty = {r["parameter"]: {"value": r["value"], "std": r["std"]} for r in rows}
+    # the base parameters' joint covariance (the filtered noise's sandwich), linear
+    write_covariance(
+        out / "covariance.json", names, fit.theta, fit.cov, ["linear"] * len(names),
+        note="base parameters (WLS), their covariance for the low-passed noise "
+        "(rigid.filtered_noise_covariance)",
+    )  # fmt: skip
     params_file.write_params(
         out / "params.json",
         model_name=name,
@@ -327,6 +334,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         forces=res.scales,
         uncertainty=uncertainty,
         source={"log": _one_or_list(log_paths), "validation": [str(v) for v in validate]},
+        covariance="covariance.json",
     )
     plots = report.torque_plots(out, series, coordinate_joint_types(model))
     urdf = _write_urdf(out / "identified.urdf", name, model, res, urdf_source, log_paths)

@@ -188,12 +188,14 @@ class MechanicsEstimate:
     (`regressor.INERTIAL_NAMES`, inertia about the body frame's origin) for every fitted body,
     then ``friction.<cylinder>.<F_c|dF_s|sigma>``; ``values``, ``std``, ``nominal`` (the file's,
     or the prior's) and ``from_log`` (the share of the precision that comes from the log, module
-    docstring) in that order. ``base`` and ``base_fit``: the base parameters and their weighted
-    least-squares estimate; ``model`` the identified (physically consistent) model."""
+    docstring) in that order, ``covariance`` the values' joint one. ``base`` and ``base_fit``:
+    the base parameters and their weighted least-squares estimate; ``model`` the identified
+    (physically consistent) model."""
 
     names: tuple[str, ...]
     values: np.ndarray
     std: np.ndarray
+    covariance: np.ndarray  # (P, P) of the values, the Laplace approximation's
     nominal: np.ndarray
     from_log: np.ndarray
     fitted_bodies: tuple[str, ...]
@@ -400,6 +402,7 @@ def identify_mechanics(
         names=names,
         values=values,
         std=std,
+        covariance=cov,
         nominal=np.concatenate([prior.ravel(), np.asarray(nominal_friction)]),
         from_log=from_log,
         fitted_bodies=body_names,

@@ -11,6 +11,7 @@ import pytest
 from helpers import hydraulic_tolerance
 
 from jaxmb import cli
+from jaxmb.io.covariance_file import read_covariance
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KR = DATA / "kr300"
@@ -115,6 +116,35 @@ def test_kr300_parameter_table_and_file(kr300_run):
         rows[0].startswith("parameter,value,std") and len(rows) == summary["n_base_parameters"] + 1
     )
     assert 1 < summary["condition_number"] < 1e4
+    # the base parameters' joint covariance beside it (issue 80 point 1): named by
+    # params.json, its std column the table's, and the parameters correlated
+    assert doc["covariance"] == "covariance.json"
+    cov = read_covariance(out / "covariance.json")
+    table = _table(out / "parameters.csv")
+    assert cov["names"] == list(table) and set(cov["parametrisation"]) == {"linear"}
+    np.testing.assert_allclose(cov["std"], [table[n]["std"] for n in cov["names"]], rtol=1e-9)
+    np.testing.assert_allclose(np.sqrt(np.diag(cov["covariance"])), cov["std"], rtol=1e-12)
+    C = cov["covariance"]
+    corr = C / np.outer(cov["std"], cov["std"])
+    assert np.max(np.abs(corr - np.eye(len(C)))) > 0.3
+
+
+def _table(path):
+    """A report table as ``{first column: {column: float}}``."""
+    import csv
+
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    key = next(iter(rows[0]))
+    return {r[key]: {k: float(v) for k, v in r.items() if k != key and _number(v)} for r in rows}
+
+
+def _number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def test_kr300_identified_urdf(kr300_run):
@@ -239,6 +269,19 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     assert ("body.payload.mass" in est) == (stage2["choice"] == "refined")
     rows = (out / "mechanics.csv").read_text().splitlines()
     assert rows[0].startswith("parameter,value,std,ci95_low,ci95_high,nominal,from_log")
+    # the joint covariance beside params.json (issue 80 point 1): stage 2 in its log space and
+    # stage 1 (linear) together, each std the one its table reports
+    assert json.loads((out / "params.json").read_text())["covariance"] == "covariance.json"
+    cov = read_covariance(out / "covariance.json")
+    hydraulics, mechanics = _table(out / "parameters.csv"), _table(out / "mechanics.csv")
+    assert cov["names"] == list(hydraulics) + [f"mechanics.{n}" for n in mechanics]
+    reported = [hydraulics[n]["std"] for n in hydraulics] + [r["std"] for r in mechanics.values()]
+    np.testing.assert_allclose(cov["std"], reported, rtol=1e-9)
+    kinds = dict(zip(cov["names"], cov["parametrisation"], strict=True))
+    assert kinds["valve.lift.c_pa"] == "log" and kinds["mechanics.T.m"] == "linear"
+    C = cov["covariance"][: len(hydraulics), : len(hydraulics)]
+    d = np.sqrt(np.diag(C))  # stage 2's block: the valve edges go with the bulk modulus
+    assert np.all(d > 0) and np.max(np.abs(C / np.outer(d, d) - np.eye(len(d)))) > 0.3
     # each signal weighted by its noise level against the model (its residual RMS, pilots and
     # rescaling alternated until they agree): about the synthetic sensors' noise, 0.3 bar and
     # an encoder count of 2 pi / 2^17 (1.38e-5 rad std), plus the start states' errors, far

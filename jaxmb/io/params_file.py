@@ -11,7 +11,11 @@ Layout (SI units throughout)::
      "joint_model": {"coulomb_width": rad/s, "stribeck_velocity": rad/s},
      "hydraulics": {"<selector>": value},
      "forces": {"<known force>": scale},
-     "uncertainty": {"<parameter>": {"value": ..., "std": ...}}}
+     "uncertainty": {"<parameter>": {"value": ..., "std": ...}},
+     "covariance": "covariance.json"}
+
+``covariance`` names the file beside it with the parameters' joint covariance
+(`jaxmb.io.covariance_file`), where the identification wrote one.
 
 ``inertia`` is about the COM in body-frame axes, as in `jaxmb.Body`.
 """
@@ -34,7 +38,8 @@ __all__ = ["FORMAT", "json_safe", "write_params", "read_params", "apply_bodies",
 
 FORMAT = "jaxmb-params"
 KEYS = ("format", "version", "jaxmb", "model", "method", "source", "bodies", "joints",
-        "joint_model", "hydraulics", "forces", "payload", "uncertainty")  # fmt: skip
+        "joint_model", "hydraulics", "forces", "payload", "uncertainty",
+        "covariance")  # fmt: skip
 """The top-level keys `write_params` writes: `read_params` refuses any other (a misspelt
 ``"bodys"`` would otherwise be ignored)."""
 
@@ -77,8 +82,10 @@ def write_params(
     forces: dict | None = None,
     uncertainty: dict | None = None,
     source: dict | None = None,
+    covariance: str | None = None,
 ) -> Path:
-    """Write the parameter file; returns its path."""
+    """Write the parameter file; returns its path. ``covariance``: the name of the covariance
+    file written beside it (`jaxmb.io.covariance_file`)."""
     doc = {
         "format": FORMAT,
         "version": 1,
@@ -93,6 +100,7 @@ def write_params(
         "forces": forces or {},
         **({"payload": payload} if payload else {}),
         "uncertainty": uncertainty or {},
+        **({"covariance": covariance} if covariance else {}),
     }
     path = Path(path)
     path.write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
