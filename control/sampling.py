@@ -9,7 +9,11 @@ reproducible). They enter the jitted computation as data.
 Correlation is a Gaussian copula: ``z = L w`` with ``w ~ N(0, I)`` and ``L L^T = R`` the
 correlation matrix; a ``"normal"`` parameter is ``nominal (1 + spread z)``, a ``"uniform"`` one
 ``nominal (1 + spread (2 Phi(z) - 1))`` (the +-10 % of Ider et al. is ``spread = 0.1``), a
-``"range"`` one ``low + (high - low) Phi(z)``. Independent parameters are ``R = I``.
+``"range"`` one ``low + (high - low) Phi(z)``, a ``"lognormal"`` one ``nominal exp(spread z)``
+(positive by construction: ``spread`` is the std of its log). Independent parameters are
+``R = I``. `identified` builds the distribution an identification left (its joint covariance,
+`jaxmb.io.covariance_file`): each log-space parameter lognormal, each linear one normal, with
+the correlations the covariance holds.
 
 Leaf names (`leaf_getter`):
 
@@ -37,13 +41,15 @@ from jaxmb.multibody.model import Body, Model
 __all__ = [
     "Parameter",
     "Distribution",
+    "identified",
+    "joined",
     "leaf_getter",
     "nominal_value",
     "with_leaves",
     "with_point_mass",
 ]
 
-KINDS = ("uniform", "normal", "range")
+KINDS = ("uniform", "normal", "range", "lognormal")
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,11 @@ class Parameter:
 
     Attributes:
         name: the leaf's name (see the module docstring).
-        kind: ``"uniform"`` (nominal times 1 +- spread), ``"normal"`` (relative std ``spread``)
-            or ``"range"`` (uniform on ``[low, high]``, absolute, SI units).
-        spread: relative half-width or standard deviation (uniform, normal).
+        kind: ``"uniform"`` (nominal times 1 +- spread), ``"normal"`` (relative std ``spread``),
+            ``"range"`` (uniform on ``[low, high]``, absolute, SI units) or ``"lognormal"``
+            (nominal times ``exp(spread z)``).
+        spread: relative half-width or standard deviation (uniform, normal), the std of the
+            log (lognormal).
         low, high: the range's ends (range).
     """
 
@@ -68,7 +76,7 @@ class Parameter:
         where = f"parameter {self.name!r}"
         if self.kind not in KINDS:
             raise ValueError(f"{where}: distribution must be one of {KINDS}, got {self.kind!r}")
-        if self.kind in ("uniform", "normal") and not (
+        if self.kind in ("uniform", "normal", "lognormal") and not (
             np.isfinite(self.spread) and self.spread >= 0
         ):
             raise ValueError(f"{where}: spread must be a finite number >= 0, got {self.spread}")
@@ -149,9 +157,62 @@ class Distribution:
                 out[:, k] = nominal[k] * (1 + par.spread * (2 * u[:, k] - 1))
             elif par.kind == "normal":
                 out[:, k] = nominal[k] * (1 + par.spread * z[:, k])
+            elif par.kind == "lognormal":
+                out[:, k] = nominal[k] * np.exp(par.spread * z[:, k])
             else:
                 out[:, k] = par.low + (par.high - par.low) * u[:, k]
         return out
+
+
+def identified(
+    covariance: Mapping, *, inflate: float = 1.0, names: Sequence[str] | None = None
+) -> Distribution:
+    """The distribution an identification left (`jaxmb.io.covariance_file.read_covariance`'s
+    mapping), around the nominal values a study takes (the identified plant's): each ``"log"``
+    parameter lognormal with the std of its log, each ``"linear"`` one normal with its std
+    relative to its value, correlated as the covariance says; every std times ``inflate`` (a
+    margin for model error). ``names``: those parameters only (default every one the data
+    determine), in that order."""
+    all_names = list(covariance["names"])
+    pick = [n for n in all_names if n not in covariance["undetermined"]] if names is None else names
+    unknown = [n for n in pick if n not in all_names]
+    if unknown:
+        raise ValueError(f"identified: {unknown} are not in the covariance file")
+    undetermined = [n for n in pick if n in covariance["undetermined"]]
+    if undetermined:
+        raise ValueError(
+            f"identified: {undetermined}: the identification did not determine them (an "
+            "infinite std); give them a hand-set range instead"
+        )
+    if not (np.isfinite(inflate) and inflate > 0):
+        raise ValueError(f"identified: inflate must be a finite number > 0, got {inflate}")
+    k = [all_names.index(n) for n in pick]
+    C = np.asarray(covariance["covariance"], float)[np.ix_(k, k)]
+    d = np.sqrt(np.diag(C))
+    if not np.all(d > 0):
+        zero = [n for n, x in zip(pick, d, strict=True) if not x > 0]
+        raise ValueError(f"identified: {zero} have a zero variance")
+    params = []
+    for n, j, dk in zip(pick, k, d, strict=True):
+        log = covariance["parametrisation"][j] == "log"
+        value = float(covariance["values"][j])
+        spread = inflate * dk if log else inflate * dk / abs(value)
+        params.append(Parameter(n, "lognormal" if log else "normal", spread=float(spread)))
+    R = C / np.outer(d, d)
+    R = 0.5 * (R + R.T)
+    np.fill_diagonal(R, 1.0)
+    return Distribution(tuple(params), tuple(map(tuple, R.tolist())))
+
+
+def joined(a: Distribution, b: Distribution) -> Distribution:
+    """``a``'s and ``b``'s parameters as one distribution, the two independent."""
+    Ra = np.eye(len(a.parameters)) if a.correlation is None else np.asarray(a.correlation)
+    Rb = np.eye(len(b.parameters)) if b.correlation is None else np.asarray(b.correlation)
+    R = np.block([[Ra, np.zeros((Ra.shape[0], Rb.shape[0]))],
+                  [np.zeros((Rb.shape[0], Ra.shape[0])), Rb]])  # fmt: skip
+    if a.correlation is None and b.correlation is None:
+        return Distribution(a.parameters + b.parameters)
+    return Distribution(a.parameters + b.parameters, tuple(map(tuple, R.tolist())))
 
 
 def leaf_getter(system: Model | HydraulicPlant, name: str) -> Callable:

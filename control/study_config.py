@@ -39,6 +39,12 @@ spread = 0.1
 [[correlation]]                # optional: a Gaussian copula over pairs
 parameters = ["body.link1.mass", "body.link2.mass"]
 rho = 0.5
+
+[identified]                   # a machine study with [study] params: draws from the joint
+inflate = 2.0                  # covariance its identification wrote (covariance.json), every
+exclude = []                   # std times inflate (default 1); the parameters the data
+                               # determine, but those excluded, hand-set in [[parameter]], or
+                               # (body.payload.mass) where [study] payload sets the task's load
 ```
 
 Every unknown key is an error that names it, as is a missing or mistyped value.
@@ -46,6 +52,7 @@ Every unknown key is an error that names it, as is a missing or mistyped value.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from pathlib import Path
@@ -53,8 +60,9 @@ from pathlib import Path
 import numpy as np
 
 from jaxmb.control.kinds import SCENARIOS, kind_of
-from jaxmb.control.sampling import Distribution, Parameter
+from jaxmb.control.sampling import Distribution, Parameter, identified, joined, nominal_value
 from jaxmb.control.studies import SolverOptions
+from jaxmb.io.covariance_file import read_covariance
 
 __all__ = ["load_config", "build_study", "read_gains", "write_gains"]
 
@@ -77,6 +85,7 @@ _SECTIONS = {
     "limits": {"torque"},
     "parameter": {"name", "distribution", "spread", "low", "high"},
     "correlation": {"parameters", "rho"},
+    "identified": {"inflate", "exclude"},
     "tune": None,  # checked by jaxmb.control.tune_run
 }
 
@@ -97,7 +106,7 @@ def load_config(path) -> dict:
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"config {path}: not valid TOML: {err}") from None
     _unknown(f"config {path}", cfg, _SECTIONS)
-    for sec in ("study", "solver", "controller", "limits", "tune"):
+    for sec in ("study", "solver", "controller", "limits", "identified", "tune"):
         if not isinstance(cfg.get(sec, {}), dict):
             raise ValueError(f"config {path}: [{sec}] must be a table")
         if _SECTIONS[sec] is not None:
@@ -130,6 +139,11 @@ def load_config(path) -> dict:
                f"only for scenario = {' or '.join(map(repr, files))}, not {scenario!r} (which "
                f"names its machine)")
         )  # fmt: skip
+    if "identified" in cfg and "params" not in st:
+        raise ValueError(
+            f"config {path} [identified]: draws from an identification's covariance; name its "
+            "parameter file in [study] params (jaxmb identify's params.json)"
+        )
     cfg["_dir"] = str(path.resolve().parent)
     return cfg
 
@@ -195,6 +209,9 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
             (names[0], names[1], float(_number(f"[[correlation]] #{k + 1} rho", c["rho"])))
         )
     dist = Distribution.from_pairs(params, pairs)
+    drawn = _identified(cfg, dist) if "identified" in cfg else None
+    if drawn is not None:
+        dist = joined(dist, drawn[0])
     solver = {
         k: (int if k == "max_steps" else float)(
             _number(f"[solver] {k}", v, integer=k == "max_steps")
@@ -234,4 +251,68 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
     description["controller"] = {k: v for k, v in gains.items()}
     description["study"].update(identity)  # rows of other files' versions must not mix with these
+    if drawn is not None:
+        _check_identified(drawn[0], drawn[2], study.plant)
+        description["study"]["covariance_sha256"] = drawn[1]
     return study, controller, n, m, lanes, description
+
+
+def _identified(cfg: dict, hand_set: Distribution) -> tuple[Distribution, str, dict]:
+    """``[identified]``'s distribution (`sampling.identified`) from the covariance file that
+    ``[study] params`` names, that file's sha256 and its values."""
+    sec = cfg["identified"]
+    inflate = float(_number("[identified] inflate", sec.get("inflate", 1.0)))
+    if not inflate > 0:
+        raise ValueError(f"[identified] inflate: expected a number > 0, got {inflate}")
+    exclude = sec.get("exclude", [])
+    if not (isinstance(exclude, list) and all(isinstance(x, str) for x in exclude)):
+        raise ValueError(
+            f"[identified] exclude: expected a list of parameter names, got {exclude!r}"
+        )
+    params_path = Path(cfg["study"]["params"])
+    if not params_path.is_absolute():
+        params_path = Path(cfg.get("_dir", ".")) / params_path
+    try:
+        name = json.loads(params_path.read_text()).get("covariance")
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"[study] params: cannot read {params_path}: {err}") from None
+    if not isinstance(name, str):
+        raise ValueError(
+            f"[identified]: {params_path} names no covariance file (an identification before "
+            "covariance.json was written: identify again)"
+        )
+    path = params_path.parent / name
+    try:
+        cov = read_covariance(path)
+    except ValueError as err:
+        raise ValueError(f"[identified]: {err}") from None
+    unknown = [x for x in exclude if x not in cov["names"]]
+    if unknown:
+        raise ValueError(f"[identified] exclude: {unknown} are not in {path} ({cov['names']})")
+    # stage 1's inertial parameters are not leaves a study perturbs: its bodies are held at
+    # their estimates; a hand-set parameter, or the task's payload, replaces the identified one
+    skip = set(exclude) | set(hand_set.names) | set(cov["undetermined"])
+    if "payload" in cfg["study"]:
+        skip.add("body.payload.mass")
+    names = [x for x in cov["names"] if not x.startswith("mechanics.") and x not in skip]
+    if not names:
+        raise ValueError(f"[identified]: no parameter of {path} is left to draw")
+    try:
+        dist = identified(cov, inflate=inflate, names=names)
+    except ValueError as err:
+        raise ValueError(f"[identified] {path}: {err}") from None
+    values = dict(zip(cov["names"], cov["values"], strict=True))
+    return dist, hashlib.sha256(path.read_bytes()).hexdigest(), values
+
+
+def _check_identified(dist: Distribution, values: dict, plant) -> None:
+    """Refuse a study whose plant does not hold the identified values its draws centre on (a
+    params file and a covariance file of different identifications)."""
+    for n in dist.names:
+        held = nominal_value(plant, n)
+        if not np.isclose(held, values[n], rtol=1e-9, atol=0.0):
+            raise ValueError(
+                f"[identified] {n}: the study's plant holds {held:.9g}, the covariance file "
+                f"{values[n]:.9g}: the parameter file and its covariance are not one "
+                "identification"
+            )

@@ -5,6 +5,7 @@ that it runs on another worker than the crane's identification (tests/conftest.p
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import hydraulic_tolerance, without_payload
 
@@ -117,3 +118,11 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         summary["payload"]["mass_kg"], rel=1e-12
     )
     assert len(desc["study"]["params_sha256"]) == 64
+    # a study over what the identification left uncertain (issue 80 point 2): every output-
+    # error parameter drawn from the covariance it wrote, 2x inflated, the bodies held
+    cfg.write_text(cfg.read_text() + "\n[identified]\ninflate = 2.0\n")
+    study, *_, desc = study_config.build_study(study_config.load_config(cfg))
+    assert set(study.distribution.names) == set(summary["parameters"])
+    assert len(desc["study"]["covariance_sha256"]) == 64
+    drawn = study.distribution.sample(study.nominal_values, 0, np.arange(200))
+    assert np.all(drawn > 0)  # every one a positive quantity, drawn in log space
