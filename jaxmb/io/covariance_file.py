@@ -41,7 +41,7 @@ _TOL = 1e-9
 def write_covariance(
     path,
     names: Sequence[str],
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     covariance: np.ndarray,
     parametrisation: Sequence[str],
     *,
