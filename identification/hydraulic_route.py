@@ -48,7 +48,7 @@ from jaxmb.io import params_file
 from jaxmb.io.covariance_file import write_covariance
 from jaxmb.io.log_sampling import check_uniform, window_option
 from jaxmb.io.logs import Log, schema_for
-from jaxmb.io.machine import Machine, check_reach
+from jaxmb.io.machine import Machine, check_reach, weigh_payload
 from jaxmb.io.params_file import apply_hydraulics
 
 __all__ = [
@@ -92,28 +92,14 @@ def log_columns(log: Log) -> dict[str, np.ndarray]:
 def _plant_for(machine: Machine, log: Log, stage1: mech.MechanicsEstimate) -> HydraulicPlant:
     """The machine's plant under ``log``'s experimental conditions: the bodies of stage 1
     (`mechanics.identify_mechanics`), the payload the log's sidecar names if it names one
-    (`_weighed`), and stage 1's cylinder friction."""
+    (`jaxmb.io.machine.weigh_payload`), and stage 1's cylinder friction."""
     plant = mech.with_bodies(machine.plant, stage1.model)
     payload = log.meta.get("conditions", {}).get("payload_kg")
     if machine.payload is not None and payload is not None:
-        plant = _weighed(plant, float(payload))
+        # the same load weighed (`weigh_payload`); the file's body in its place broke what
+        # the fit had balanced: the knuckle's fold replayed 6.9x the true plant's, not 1.0x
+        plant = weigh_payload(plant, float(payload))
     return eqx.tree_at(lambda p: p.actuators, plant, _friction_from(stage1, plant.actuators))
-
-
-def _weighed(plant: HydraulicPlant, mass: float) -> HydraulicPlant:
-    """``plant`` with its payload weighing ``mass``: the same load, weighed (its centre kept,
-    its inertia scaled with the mass; a named empty bucket has none). Stage 1's payload is the
-    identified load, or the file's body where the fit log named its mass. (Replacing an
-    identified load by the file's body for a log that names its mass broke what the fit had
-    balanced: the knuckle's fold replayed its validation log 6.9x the true plant's instead of
-    1.0x.)"""
-    j = plant.model.body_names.index("payload")
-    body = plant.model.bodies[j]
-    scale = mass / float(body.mass) if float(body.mass) > 0 else 1.0
-    return eqx.tree_at(
-        lambda p: (p.model.bodies[j].mass, p.model.bodies[j].inertia), plant,
-        (jnp.asarray(mass), body.inertia * scale),
-    )  # fmt: skip
 
 
 def _friction_from(stage1: mech.MechanicsEstimate, actuators) -> tuple:

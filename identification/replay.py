@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmb.identification import output_error as oe
@@ -28,7 +26,7 @@ from jaxmb.identification.hydraulic_route import (
 )
 from jaxmb.io import params_file
 from jaxmb.io.logs import schema_for, write_log
-from jaxmb.io.machine import Machine, check_reach
+from jaxmb.io.machine import Machine, check_reach, weigh_payload
 
 __all__ = ["replay"]
 
@@ -55,8 +53,7 @@ def replay(
     if payload is None:
         payload = log.meta.get("conditions", {}).get("payload_kg")
     if payload is not None and machine.payload is not None:  # the experiment's own payload
-        j = plant.model.body_names.index("payload")
-        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload)))
+        plant = weigh_payload(plant, float(payload))
     cols = log_columns(log)
     t_end = None
     if t_final is not None:

@@ -148,14 +148,10 @@ def _plant(args: argparse.Namespace, machine):
     plant = machine.plant
     if args.params is not None:
         plant = apply_hydraulics(plant, read_params(args.params, model_name=machine.names))
-    if args.payload is not None:  # the mass only: the centre stays the file's or identified
-        import equinox as eqx
-        import jax.numpy as jnp
+    if args.payload is not None:  # the same load weighed: the centre the file's or identified
+        from jaxmb.io.machine import weigh_payload
 
-        j = plant.model.body_names.index("payload")
-        plant = eqx.tree_at(
-            lambda p: p.model.bodies[j].mass, plant, jnp.asarray(args.payload, float)
-        )
+        plant = weigh_payload(plant, args.payload)
     return plant
 
 

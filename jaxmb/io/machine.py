@@ -123,6 +123,7 @@ __all__ = [
     "check_reach",
     "BUILTIN",
     "machine_path",
+    "weigh_payload",
 ]
 
 # the machines that ship with jaxmb, as files in jaxmb/models/machines (loaded like any other)
@@ -315,6 +316,19 @@ class Machine:
                 lambda p: p.model.bodies[j].com, plant, jnp.asarray(com, dtype=float)
             )
         return plant
+
+
+def weigh_payload(plant, mass):
+    """``plant`` with its payload weighing ``mass`` (kg): the same load weighed, its centre
+    kept and its inertia about it scaled with the mass (a load named empty has none). How a
+    log's named payload, or ``--payload``, enters a plant whose payload was identified."""
+    j = plant.model.body_names.index("payload")
+    body = plant.model.bodies[j]
+    scale = jnp.where(body.mass > 0, mass / jnp.where(body.mass > 0, body.mass, 1.0), 1.0)
+    return eqx.tree_at(
+        lambda p: (p.model.bodies[j].mass, p.model.bodies[j].inertia), plant,
+        (jnp.asarray(mass, dtype=float), body.inertia * scale),
+    )  # fmt: skip
 
 
 class _Where:
