@@ -266,3 +266,20 @@ def hydraulic_tolerance(name: str) -> float:
     if name.endswith(".sigma"):
         return 0.25
     return {"valve": 0.01, "cylinder": 0.05, "friction": 0.10}[name.split(".")[0]]
+
+
+def true_stage1_vector(e, model, truth):
+    """The true parameters in the estimate's order (bodies at the file's values: the synthetic
+    logs change only hydraulics and friction; the payload at the log's mass)."""
+    from jaxmb.identification.regressor import INERTIAL_NAMES
+
+    pi = np.asarray(jaxmb.inertial_parameters(model))
+    out = []
+    for n in e.names:
+        part = n.split(".")
+        if part[0] == "friction":
+            fc, fs, sig = (truth[f"friction.{part[1]}.{k}"] for k in ("F_c", "F_s", "sigma"))
+            out.append({"F_c": fc, "dF_s": fs - fc, "sigma": sig}[part[2]])
+        else:
+            out.append(pi[model.body_names.index(part[0]), INERTIAL_NAMES.index(part[1])])
+    return np.asarray(out)

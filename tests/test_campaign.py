@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import true_stage1_vector
 
-import jaxmb
 from jaxmb import cli
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import output_error as oe
 from jaxmb.identification.campaign import GAP, Campaign, payload_body
 from jaxmb.identification.hydraulic_route import log_columns
-from jaxmb.identification.regressor import INERTIAL_NAMES
 from jaxmb.io.logs import read_log, write_log
 from jaxmb.io.machine import load_machine
 
@@ -99,17 +98,8 @@ def test_a_known_payload_in_one_log_pins_the_booms(crane):
     assert both.payload_mass == pytest.approx(60.0, rel=0.005)
     assert abs(both.payload_mass - 60.0) < 3 * both.payload_mass_std
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
-    model = machine.with_payload(60.0).model
-    pi = np.asarray(jaxmb.inertial_parameters(model))
-    true = []
-    for n in both.names:
-        part = n.split(".")
-        if part[0] == "friction":
-            fc, fs, sig = (truth[f"friction.{part[1]}.{k}"] for k in ("F_c", "F_s", "sigma"))
-            true.append({"F_c": fc, "dF_s": fs - fc, "sigma": sig}[part[2]])
-        else:
-            true.append(pi[model.body_names.index(part[0]), INERTIAL_NAMES.index(part[1])])
-    z = (both.base_fit.theta - both.base.project(np.asarray(true))) / both.base_fit.std
+    true = true_stage1_vector(both, machine.with_payload(60.0).model, truth)
+    z = (both.base_fit.theta - both.base.project(true)) / both.base_fit.std
     assert np.all(np.abs(z) < 4.0), dict(zip(both.base.expressions(3), np.round(z, 2), strict=True))
     # one noise level per joint and log
     assert both.base_fit.row_sigma.shape == (2 * machine.plant.model.n,)

@@ -7,28 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import true_stage1_vector
 
 import jaxmb
 from jaxmb.identification import mechanics as mech
-from jaxmb.identification.regressor import INERTIAL_NAMES
 from jaxmb.io.machine import load_machine
 
 KNUCKLE = Path(__file__).resolve().parents[1] / "data/machines/knuckle_telescope"
-
-
-def _true_vector(e, model, truth):
-    """The true parameters in the estimate's order (bodies at the file's values: the synthetic
-    logs change only hydraulics and friction; the payload at the log's mass)."""
-    pi = np.asarray(jaxmb.inertial_parameters(model))
-    out = []
-    for n in e.names:
-        part = n.split(".")
-        if part[0] == "friction":
-            fc, fs, sig = (truth[f"friction.{part[1]}.{k}"] for k in ("F_c", "F_s", "sigma"))
-            out.append({"F_c": fc, "dF_s": fs - fc, "sigma": sig}[part[2]])
-        else:
-            out.append(pi[model.body_names.index(part[0]), INERTIAL_NAMES.index(part[1])])
-    return np.asarray(out)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +29,7 @@ def test_base_parameters_agree_with_the_truth_within_their_std(knuckle):
     4 standard deviations of the true model's base parameters ``K pi_true``: the estimate is
     unbiased and its std honest, on a log with 0.3 bar pressure noise."""
     machine, log, truth, e = knuckle
-    true = _true_vector(e, machine.with_payload(100.0).model, truth)
+    true = true_stage1_vector(e, machine.with_payload(100.0).model, truth)
     z = (e.base_fit.theta - e.base.project(true)) / e.base_fit.std
     assert np.all(np.abs(z) < 4.0), dict(zip(e.base.expressions(3), np.round(z, 2), strict=True))
     assert e.base.rank < len(e.names)  # a real log: fewer base than standard parameters
@@ -62,7 +47,7 @@ def test_payload_friction_and_booms(knuckle):
     for a in machine.plant.actuator_names:
         k = f"friction.{a}.F_c"
         assert e.friction[k] == pytest.approx(truth[k], rel=0.10), k
-    true = _true_vector(e, machine.with_payload(100.0).model, truth)
+    true = true_stage1_vector(e, machine.with_payload(100.0).model, truth)
     for b in ("boom1", "boom2", "extension"):
         for p in ("m", "mcx", "mcz"):
             k = e.names.index(f"{b}.{p}")
