@@ -120,7 +120,7 @@ def test_kr300_parameter_table_and_file(kr300_run):
     # params.json, its std column the table's, and the parameters correlated
     assert doc["covariance"] == "covariance.json"
     cov = read_covariance(out / "covariance.json")
-    table = _table(out / "parameters.csv")
+    table = _report_table(out / "parameters.csv")
     assert cov["names"] == list(table) and set(cov["parametrisation"]) == {"linear"}
     np.testing.assert_allclose(cov["std"], [table[n]["std"] for n in cov["names"]], rtol=1e-9)
     np.testing.assert_allclose(np.sqrt(np.diag(cov["covariance"])), cov["std"], rtol=1e-12)
@@ -129,7 +129,7 @@ def test_kr300_parameter_table_and_file(kr300_run):
     assert np.max(np.abs(corr - np.eye(len(C)))) > 0.3
 
 
-def _table(path):
+def _report_table(path):
     """A report table as ``{first column: {column: float}}``."""
     import csv
 
@@ -273,7 +273,10 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     # stage 1 (linear) together, each std the one its table reports
     assert json.loads((out / "params.json").read_text())["covariance"] == "covariance.json"
     cov = read_covariance(out / "covariance.json")
-    hydraulics, mechanics = _table(out / "parameters.csv"), _table(out / "mechanics.csv")
+    hydraulics, mechanics = (
+        _report_table(out / "parameters.csv"),
+        _report_table(out / "mechanics.csv"),
+    )
     assert cov["names"] == list(hydraulics) + [f"mechanics.{n}" for n in mechanics]
     reported = [hydraulics[n]["std"] for n in hydraulics] + [r["std"] for r in mechanics.values()]
     np.testing.assert_allclose(cov["std"], reported, rtol=1e-9)
