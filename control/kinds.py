@@ -125,7 +125,9 @@ def _build_machine(cfg, machine, distribution, options, common, gains):
     if "params" in st:
         p = relative_path(cfg, "params")
         try:
-            plant = apply_hydraulics(plant, read_params(p, model_name=machine.names))
+            plant = apply_hydraulics(
+                plant, read_params(p, model_name=machine.names, machine_digest=machine.digest())
+            )
         except ValueError as err:
             raise ValueError(f"[study] params: {err}") from None
         identity["params_sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()

@@ -163,6 +163,7 @@ class _Fit:
     stds: dict
     conditions: dict
     choices: dict
+    stage1_offsets: dict  # stage 1's pressure-force offsets: which were kept, their values
     long_report: dict
     noise: dict  # each signal's residual scale (SI)
     pred: dict  # {log: its segment-wise prediction by the identified plant}
@@ -187,6 +188,7 @@ def identify_hydraulic(
     prior_weight: float | None = None,
     mechanics: str = "auto",
     valve_effects: str = "auto",
+    offsets: str = "auto",
     cutoff: float | None = None,
     stride: int | None = None,
     long: str = "auto",
@@ -196,10 +198,11 @@ def identify_hydraulic(
     start state estimated from the samples just after it (`start_states`), the mechanics
     ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) and the
     leakage ``"none"`` or ``"fitted"`` and each valve effect the file declares (overlap,
-    delay, spool dynamics: ``valve_effects``) ``"held"`` or ``"fitted"``, by default
-    whichever predicts held-out segments better (`model_choice.choose_and_fit`); validate by
-    free-run
-    replay of the ``validate`` logs (module docstring), write the report into ``out`` and
+    delay, spool dynamics: ``valve_effects``) ``"held"`` or ``"fitted"`` and the pressure
+    transducers' offsets (``offsets``) ``"none"`` or ``"fitted"``, by default whichever
+    predicts held-out segments better (`model_choice.choose_and_fit`; stage 1 fits each
+    cylinder's pressure-force offset and keeps those its std determines, `stage1_offsets`);
+    validate by free-run replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries. ``log_path`` may be several logs (a campaign, `campaign`: the
     machine's parameters shared, each log with its own start states and payload). ``cutoff``
     and ``stride``: stage 1's low-pass (Hz) and
@@ -210,7 +213,8 @@ def identify_hydraulic(
     ``save`` is handed the summary so far, before any validation log is replayed. A validation
     log whose replay fails is reported by name under ``"validation_failed"`` (the others are
     still replayed), for the caller to raise after writing the summary."""
-    choice.check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects)
+    choice.check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects,
+                         offsets=offsets)  # fmt: skip
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
     paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
@@ -236,7 +240,7 @@ def identify_hydraulic(
         machine, logs, fit_log, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,
         prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
-        cutoff=cutoff, stride=stride, long=long,
+        offsets=offsets, cutoff=cutoff, stride=stride, long=long,
     )  # fmt: skip
     summary = _write_fit(name, machine, fit, out, paths, validate, segment_time)
     summary["validation"] = "pending: the fit is written; the validation logs replay next"
@@ -281,7 +285,7 @@ def identify_hydraulic(
 def _fit(
     machine: Machine, logs: Mapping[str, tuple[Log, dict]], fit_log: Log, progress, *, window,
     segment_time, friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects,
-    cutoff, stride, long,
+    offsets, cutoff, stride, long,
 ) -> _Fit:  # fmt: skip
     """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring), on
     one log (``fit_log``: its ``window``) or a campaign's (`campaign`)."""
@@ -296,8 +300,8 @@ def _fit(
         "identifying the mechanics (regressor route on the pressure forces)"
         + (", payload included" if unknown else "")
     )
-    stage1 = mech.identify_mechanics(
-        machine, fit_log if len(raw) == 1 else raw,
+    stage1, stage1_offsets = stage1_with_offsets(
+        machine, fit_log if len(raw) == 1 else raw, offsets,
         payload_known=known[0] if len(raw) == 1 else known,
         prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,
         cutoff=mech.CUTOFF if cutoff is None else cutoff, stride=stride or 10,
@@ -328,7 +332,8 @@ def _fit(
         res, spec, seg, choices = choice.choose_and_fit(
             plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
             mechanics=mechanics, leakage=leakage, effects=choice.effect_selectors(plant),
-            valve_effects=valve_effects, max_evaluations=max_evaluations,
+            valve_effects=valve_effects, sensors=choice.sensor_selectors(plant),
+            offsets=offsets, max_evaluations=max_evaluations,
         )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     with fit_progress.fitting("long refit"):
@@ -357,12 +362,52 @@ def _fit(
     return _Fit(
         stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
         spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
-        long_report=long_report,
+        stage1_offsets=stage1_offsets, long_report=long_report,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
         pred=predictions(lambda k: _under(res.plant, known[k], camp.body)),
         nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
         logs=per_log,
     )  # fmt: skip
+
+
+# stage 1 keeps a cylinder's pressure-force offset whose estimate exceeds this many stds
+SIGNIFICANT = 3.0
+
+
+def stage1_with_offsets(machine: Machine, logs, offsets: str, **kw):
+    """Stage 1 (`mechanics.identify_mechanics`, ``kw`` its options) with each cylinder's
+    pressure-force offset (``sensor.<a>.force``) as ``offsets`` says: "none", "fitted" (every
+    cylinder's) or "auto": every cylinder's fitted, those within `SIGNIFICANT` stds of 0
+    dropped and the rest refitted (a t-test on a linear regression's coefficient: a column
+    the data do not determine only adds variance to the masses). Returns the estimate and
+    the report of the choice."""
+    if offsets == "none":
+        return mech.identify_mechanics(machine, logs, **kw), {"choice": "none"}
+    every = machine.plant.actuator_names
+    full = mech.identify_mechanics(machine, logs, force_offsets=every, **kw)
+    found = {a: (full.value(f"sensor.{a}.force"), full.std_of(f"sensor.{a}.force")) for a in every}
+    keep = every
+    if offsets == "auto":
+        keep = tuple(a for a, (v, s) in found.items() if abs(v) > SIGNIFICANT * s)
+    about = {
+        "fitted": list(keep),
+        "force_offset_N": {a: {"value": v, "std": s} for a, (v, s) in found.items()},
+        "how": "each cylinder's pressure-force offset fitted in stage 1"
+        + (f", kept where it exceeds {SIGNIFICANT:g} std" if offsets == "auto" else ""),
+    }
+    if keep == every:
+        return full, {"choice": "fitted", **about}
+    est = mech.identify_mechanics(machine, logs, force_offsets=keep, **kw)
+    return est, {"choice": "fitted" if keep else "none", **about}
+
+
+def _poorly(row: Mapping) -> bool:
+    """Whether a ``parameters.csv`` row is poorly identified: a relative std above 20 %, or
+    an additive parameter's std above its step (`output_error.additive_step`)."""
+    n = row["parameter"]
+    if oe.is_additive(n):
+        return not row["std"] <= oe.additive_step(n)
+    return row["rel_std_percent"] > 20
 
 
 def _under(plant: HydraulicPlant, payload: float | None, body) -> HydraulicPlant:
@@ -393,12 +438,14 @@ def _write_fit(
     rows = []
     for n, val, s, sd_n in estimates:
         lo, hi = val * np.exp(-1.96 * sd_n), val * np.exp(1.96 * sd_n)  # log-normal interval
+        if oe.is_additive(n):  # a centre coordinate, a transducer's offset: either sign
+            lo, hi = val - 1.96 * s, val + 1.96 * s
         rows.append(
             {
                 "parameter": n,
                 "value": float(val),
                 "std": float(s),
-                "rel_std_percent": float(100 * s / abs(val)),
+                "rel_std_percent": float(100 * s / abs(val)) if val else float("inf"),
                 "ci95_low": float(lo),
                 "ci95_high": float(hi),
                 "nominal": float(file_values[n]),
@@ -432,6 +479,7 @@ def _write_fit(
             "log": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths],
             "validation": [str(v) for v in validate],
             **fit.conditions,
+            params_file.DIGEST: machine.digest(),
         },  # fmt: skip
         covariance=COVARIANCE,
     )
@@ -455,8 +503,9 @@ def _write_fit(
         "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),
         "parameters": {r["parameter"]: r["value"] for r in rows},
-        # relative standard deviation above 20 %: the log does not determine these
-        "poorly_identified": [r["parameter"] for r in rows if r["rel_std_percent"] > 20],
+        # relative standard deviation above 20 % (an additive one's std above its step: a
+        # transducer's offset 1 bar, a centre's 0.1 m): the log does not determine these
+        "poorly_identified": [r["parameter"] for r in rows if _poorly(r)],
         "cost_initial": res.cost0,
         "cost_final": res.cost,
         "evaluations": res.n_evaluations,
@@ -465,6 +514,7 @@ def _write_fit(
         "mechanics": {**mechanics_summary, "stage2": fit.choices["mechanics"]},
         "leakage": fit.choices["leakage"],
         "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
+        "offsets": {**fit.choices["offsets"], "stage1": fit.stage1_offsets},
         "long_refit": long_report,
         "fit_rmse": _pooled_rmse(fit.pred),
         "fit_rmse_nominal": _pooled_rmse(fit.nominal),
@@ -508,7 +558,7 @@ def _write_covariance(path: Path, fit: _Fit, rows: Sequence[dict]) -> None:
     res, stage1 = fit.res, fit.stage1
     fitted = list(res.names)
     held = list(fit.held)
-    scale = np.array([oe.COM_STEP if oe.is_additive(n) else 1.0 for n in fitted])
+    scale = np.array([oe.additive_step(n) if oe.is_additive(n) else 1.0 for n in fitted])
     undetermined = [n for n in fitted if not np.isfinite(res.std[n])]
     C2 = np.asarray(res.covariance, float) * np.outer(scale, scale)
     k_u = [fitted.index(n) for n in undetermined]

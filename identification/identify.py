@@ -475,6 +475,7 @@ def identify(
     leakage: str | None = None,
     mechanics: str = "auto",
     valve_effects: str = "auto",
+    offsets: str = "auto",
     segment_time: float | None = None,
     long_refit: str = "auto",
     show_progress: bool = True,
@@ -484,7 +485,8 @@ def identify(
     ``method``, ``terms``, ``coulomb_width`` and ``drives`` are the regressor route's (a rigid
     robot; default "consistent", `DEFAULT_TERMS`, the width chosen from the velocity's noise
     (`coulomb_width`), the model's own drives); ``leakage``, ``segment_time``, ``mechanics``,
-    ``valve_effects`` and ``long_refit`` a hydraulic machine's. An option given for the other route is refused.
+    ``valve_effects``, ``offsets`` and ``long_refit`` a hydraulic machine's. An option given
+    for the other route is refused.
     ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
     both: for a robot, the cutoff chosen from the motion (`cutoff_choice`) and stride 1;
     `mechanics.CUTOFF` and 10 for a hydraulic machine's stage 1. ``log_path`` may be several
@@ -534,6 +536,7 @@ def identify(
             given = {"--leakage": leakage is not None, "--segment-time": segment_time is not None,
                      "--mechanics": mechanics != "auto",
                      "--valve-effects": valve_effects != "auto",
+                     "--offsets": offsets != "auto",
                      "--long-refit": long_refit != "auto"}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
@@ -588,7 +591,7 @@ def identify(
                 name, m, paths, out, validate, progress, save=write_summary, window=window,
                 leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
-                cutoff=cutoff, stride=stride,
+                offsets=offsets, cutoff=cutoff, stride=stride,
                 long=long_refit,
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip

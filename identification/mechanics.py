@@ -12,7 +12,11 @@ parameters and in each cylinder's friction law written in linear form:
                                             [F_c, F_s - F_c, sigma]^T ,   v = xdot_i
 
 ``Y`` the inertial regressor (`jaxmb.regressor`, with the cylinders' tube and rod bodies through
-their loop closures) and ``v_s``, ``v_eps`` the file's widths. Positions are differentiated and
+their loop closures) and ``v_s``, ``v_eps`` the file's widths. A pressure transducer's constant
+offset ``o`` enters the measured force linearly, ``A_a (p_a + o_a) - A_b (p_b + o_b) = F +
+dF``: with ``force_offsets`` each named cylinder's ``dF`` is one more column, ``J_x_i^T``, so
+that the offsets do not bias the masses (``sensor.<a>.force``, N; stage 2 splits it into the
+chambers' offsets). Positions are differentiated and
 every column (pressures included) low-passed alike (`signals.estimate_derivatives`, zero phase,
 Gautier's parallel filtering).
 
@@ -142,9 +146,17 @@ def friction_widths(plant: HydraulicPlant) -> tuple[tuple[float, float], ...]:
     return tuple(out)
 
 
-def equations(plant: HydraulicPlant, s: PressureSamples, *, stribeck: bool = False):
-    """``(tau_p (N, n), Y (N, n, 10 nb), Y_friction (N, n, k m))`` at every sample: per cylinder
-    the columns of ``F_c``, (with ``stribeck``) ``F_s - F_c``, and ``sigma``. Without
+def equations(
+    plant: HydraulicPlant,
+    s: PressureSamples,
+    *,
+    stribeck: bool = False,
+    force_offsets: Sequence[str] = (),
+):
+    """``(tau_p (N, n), Y (N, n, 10 nb), Y_friction (N, n, k m + o))`` at every sample: per
+    cylinder the columns of ``F_c``, (with ``stribeck``) ``F_s - F_c``, and ``sigma``, then
+    one column ``J_x_i^T`` per cylinder of ``force_offsets`` (its pressure force's offset,
+    module docstring). Without
     ``stribeck`` the static force keeps the file's ratio ``F_s / F_c`` (one column for both):
     a 4 Hz low-pass smears the hump below ``v_s`` (5 mm/s), so a free ``F_s`` is biased."""
     widths = friction_widths(plant)
@@ -161,11 +173,13 @@ def equations(plant: HydraulicPlant, s: PressureSamples, *, stribeck: bool = Fal
     phi = np.asarray(jax.jit(jax.vmap(basis))(jnp.asarray(s.piston_velocity)))
     phi = lowpass(phi, s.fs, s.cutoff)[s.index]
 
+    offset_columns = np.array([plant.actuator_names.index(a) for a in force_offsets], int)
+
     def one(q, qd, qdd, F, phi):
         B = plant.input_matrix(q)  # (n, m): J_x^T columns
         Y = jaxmb.regressor(plant.model, q, qd, qdd)
         fric = (B[:, :, None] * phi[None]).reshape(B.shape[0], -1)
-        return B @ F, Y, fric
+        return B @ F, Y, jnp.concatenate([fric, B[:, offset_columns]], axis=1)
 
     args = (s.q, s.qd, s.qdd, s.F, phi)
     out = jax.jit(jax.vmap(one))(*(jnp.asarray(x) for x in args))
@@ -186,7 +200,9 @@ def static_ratios(plant: HydraulicPlant) -> tuple[float, ...]:
 class MechanicsEstimate:
     """Stage 1's result (SI). ``names`` are the fitted parameters: ``<body>.<m|mcx|...|Izz>``
     (`regressor.INERTIAL_NAMES`, inertia about the body frame's origin) for every fitted body,
-    then ``friction.<cylinder>.<F_c|dF_s|sigma>``; ``values``, ``std``, ``nominal`` (the file's,
+    then ``friction.<cylinder>.<F_c|dF_s|sigma>``, then ``sensor.<cylinder>.force`` (the
+    pressure force's offset, N) of each cylinder fitted with one; ``values``, ``std``,
+    ``nominal`` (the file's,
     or the prior's) and ``from_log`` (the share of the precision that comes from the log, module
     docstring) in that order, ``covariance`` the values' joint one. ``base`` and ``base_fit``:
     the base parameters and their weighted least-squares estimate; ``model`` the identified
@@ -257,6 +273,7 @@ def identify_mechanics(
     *,
     payload_known: float | None | Sequence[float | None] = None,
     stribeck: bool = True,
+    force_offsets: Sequence[str] = (),
     cutoff: float = CUTOFF,
     stride: int = 10,
     prior_weight: float = PRIOR_WEIGHT,
@@ -269,7 +286,9 @@ def identify_mechanics(
     several logs, one entry per log, None where unknown); the payload body is then known (the
     file's centre) and moved to the right-hand side of that log's equations. The logs that
     name none carry one unknown payload, fitted with the booms. ``stribeck``: fit the static
-    friction force too (see `equations`)."""
+    friction force too (see `equations`). ``force_offsets``: the cylinders whose pressure
+    force's offset is fitted (module docstring; the pressure transducers' offsets), shared by
+    the logs."""
     check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.io.machine)")
     logs = [log] if isinstance(log, Log) else list(log)
     known = [payload_known] if isinstance(log, Log) else list(payload_known or [None] * len(logs))
@@ -285,6 +304,13 @@ def identify_mechanics(
     check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
     check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
     check_number(prior_weight, "identify_mechanics: prior_weight", above=0)
+    force_offsets = tuple(force_offsets)
+    for a in force_offsets:
+        if a not in machine.plant.actuator_names:
+            raise ValueError(
+                f"identify_mechanics: force_offsets: no cylinder {a!r}; the machine's are "
+                f"{machine.plant.actuator_names}"
+            )
     has_payload = machine.payload is not None
     unknown = has_payload and any(m is None for m in known)
     # the regressor does not depend on the bodies' values: a known payload rides along
@@ -298,7 +324,7 @@ def identify_mechanics(
     per_log = []
     for lg, m in zip(logs, known, strict=True):
         s = pressure_samples(plant, lg, cutoff=cutoff, stride=stride)
-        tau, Y, Yf = equations(plant, s, stribeck=stribeck)
+        tau, Y, Yf = equations(plant, s, stribeck=stribeck, force_offsets=force_offsets)
         if has_payload and m is not None:  # known: to the right-hand side, out of the fit
             pi_m = np.array(jaxmb.inertial_parameters(machine.with_payload(float(m)).model))[j]
             tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_m
@@ -325,6 +351,7 @@ def identify_mechanics(
     inertial_names = tuple(f"{b}.{p}" for b in body_names for p in rg.INERTIAL_NAMES)
     fields = ("F_c", "dF_s", "sigma") if stribeck else ("F_c", "sigma")
     friction_names = tuple(f"friction.{a}.{f}" for a in plant.actuator_names for f in fields)
+    friction_names += tuple(f"sensor.{a}.force" for a in force_offsets)
     names = inertial_names + friction_names
     W = np.concatenate([Yi, Ye], axis=1)
 
@@ -355,6 +382,7 @@ def identify_mechanics(
             else (0.0, 0.0, 0.0)
         )
         nominal_friction += [fc, fs_ - fc, sig] if stribeck else [fc, sig]
+    nominal_friction += [0.0] * len(force_offsets)  # a transducer reads true unless fitted
     res = cons.fit_consistent(
         jnp.asarray(Yi), jnp.asarray(y), theta0=cons.parameters_to_log_cholesky(prior),
         extra0=jnp.asarray(nominal_friction), Y_extra=jnp.asarray(Ye), weights=jnp.asarray(w),

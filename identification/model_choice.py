@@ -1,4 +1,5 @@
 r"""Which parameters the output error fits, chosen from the log: internal leakage or not, the
+valves' declared effects held or fitted, the pressure transducers' offsets or none, the
 mechanics of stage 1 fixed or refined, each by interleaved cross-validation over the
 multiple-shooting segments.
 
@@ -15,11 +16,15 @@ Both choices matter in practice and go either way:
 - The valves' effects a machine file declares (`effect_selectors`): spool overlap, and the
   command delay with the spool's lag, each group held at the file's values or fitted (from
   them, in log space: each stays positive).
+- The pressure transducers' offsets (``sensor.<a>.p_a``, ``p_b``; `sensor_selectors`): a
+  transducer's zero is off by up to about a bar, a constant that a model without it explains
+  with the valve edges and the bulk modulus (a chamber that reads 1 bar high at 50 bar looks
+  2 % stiffer); each offset fitted from 0, additive (either sign).
 - The mechanics: stage 1's masses fixed, or the booms' and payload's masses refined jointly.
 
 Three of every ``HELD_OUT`` segments are fitted, the fourth scored from the same start states;
 leakage is chosen first (with the mechanics the cheaper way), then each valve effect, then the
-mechanics, and the winner is refitted on every segment."""
+offsets, then the mechanics, and the winner is refitted on every segment."""
 
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ __all__ = [
     "effect_selectors",
     "extended_theta",
     "masked",
+    "sensor_selectors",
     "spec_for",
 ]
 
@@ -52,14 +58,17 @@ CHOICES = {
     "mechanics": ("auto", "fixed", "refined"),
     "leakage": ("auto", "none", "fitted"),
     "valve_effects": ("auto", "held", "fitted"),
+    "offsets": ("auto", "none", "fitted"),
 }
 # the valves' effects a machine file may declare (`effect_selectors`), chosen in this order
 # between the leakage and the mechanics; each "held" at the file's value or "fitted"
 EFFECTS = ("overlap", "dynamics")
 # each choice's two structures: (without its parameters, with them)
-_LABELS = {"leakage": ("none", "fitted"), "mechanics": ("fixed", "refined")} | {
-    k: ("held", "fitted") for k in EFFECTS
-}
+_LABELS = {
+    "leakage": ("none", "fitted"),
+    "offsets": ("none", "fitted"),
+    "mechanics": ("fixed", "refined"),
+} | {k: ("held", "fitted") for k in EFFECTS}
 HELD_OUT = 4  # every 4th segment is held out when choosing a structure
 LEAKAGE_REFERENCE = 1e-14  # m^3/(s Pa): 0.06 l/min at 100 bar, where a leakage fit starts
 
@@ -85,8 +94,8 @@ def extended_theta(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> n
 
 
 def check_choices(**given: str) -> None:
-    """Refuse a ``--mechanics``, ``--leakage`` or ``--valve-effects`` that is none of
-    `CHOICES` (before any fit)."""
+    """Refuse a ``--mechanics``, ``--leakage``, ``--valve-effects`` or ``--offsets`` that is
+    none of `CHOICES` (before any fit)."""
     for key, value in given.items():
         if value not in CHOICES[key]:
             option = key.replace("_", "-")
@@ -105,21 +114,26 @@ def choose_and_fit(
     leakage: str = "auto",
     effects: Mapping[str, Sequence[str]] | None = None,
     valve_effects: str = "auto",
+    sensors: Sequence[str] = (),
+    offsets: str = "auto",
     max_evaluations: int = 20,
 ) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, oe.Segments, dict]:
     """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks``, each group of
-    valve ``effects`` (``{"overlap" | "dynamics": selectors}``, `effect_selectors`) and
-    the masses ``refine``; each signal weighted by its noise level
-    (`noise_weighted.fit_noise_weighted`), every segment's start state estimated from
-    ``heads`` when given (`start_states.estimate_start_states`). ``mechanics``, ``leakage``
-    and ``valve_effects`` (every group of ``effects`` alike) are "auto" (module docstring) or
-    force a choice. Returns the fit, its parameters, the segments with their scales and start
-    states, and the report of each choice."""
-    check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects)
+    valve ``effects`` (``{"overlap" | "dynamics": selectors}``, `effect_selectors`), the
+    transducers' offsets ``sensors`` (`sensor_selectors`) and the masses ``refine``; each
+    signal weighted by its noise level (`noise_weighted.fit_noise_weighted`), every segment's
+    start state estimated from ``heads`` when given (`start_states.estimate_start_states`).
+    ``mechanics``, ``leakage``, ``valve_effects`` (every group of ``effects`` alike) and
+    ``offsets`` are "auto" (module docstring) or force a choice. Returns the fit, its
+    parameters, the segments with their scales and start states, and the report of each
+    choice."""
+    check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects,
+                  offsets=offsets)  # fmt: skip
     effects = {k: tuple(v) for k, v in (effects or {}).items() if k in EFFECTS and v}
     groups = {
         "leakage": (tuple(leaks), leakage),
         **{k: (effects.get(k, ()), valve_effects) for k in EFFECTS},
+        "offsets": (tuple(sensors), offsets),
         "mechanics": (tuple(refine), mechanics),
     }
     options = {
@@ -136,7 +150,7 @@ def choose_and_fit(
     def reported(report: dict) -> dict:
         report["mechanics"]["refined_parameters"] = list(refine)
         report["leakage"]["leakage_parameters"] = list(leaks)
-        for k in EFFECTS:
+        for k in (*EFFECTS, "offsets"):
             report[k]["parameters"] = list(groups[k][0])
         return report
 
@@ -155,8 +169,9 @@ def choose_and_fit(
     held = k % HELD_OUT == HELD_OUT - 1
     if held.sum() < 1 or (~held).sum() < 2:
         raise ValueError(
-            f"--mechanics/--leakage/--valve-effects auto: needs at least {HELD_OUT} segments to "
-            f"hold one out; the fit span has {k.size}: a longer --window, or each of them given"
+            f"--mechanics/--leakage/--valve-effects/--offsets auto: needs at least {HELD_OUT} "
+            f"segments to hold one out; the fit span has {k.size}: a longer --window, or each "
+            "of them given"
         )
     spec = spec_of(flags)
     with fit_progress.fitting("the simplest structure, held-out segments aside"):
@@ -225,3 +240,10 @@ def effect_selectors(plant: HydraulicPlant) -> dict[str, tuple[str, ...]]:
 
 
 _SPOOL_LEAVES = {"none": (), "first": ("tau",), "second": ("omega", "zeta")}
+
+
+def sensor_selectors(plant: HydraulicPlant) -> tuple[str, ...]:
+    """Every chamber's pressure transducer offset (``sensor.<a>.p_a``, ``sensor.<a>.p_b``):
+    every machine's pressures are read by transducers, so every machine has them to choose
+    (a known offset is subtracted from the log first: ``[log] offsets``)."""
+    return tuple(f"sensor.{a}.{c}" for a in plant.actuator_names for c in ("p_a", "p_b"))

@@ -48,7 +48,8 @@ What is implemented, and what is not:
 - Parameters: plant leaves named by selectors (`HydraulicParameters`). A positive leaf is
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser
   sees O(1) numbers and values stay positive; a body's centre coordinate, which may sit at 0
-  or below, is ``nominal + COM_STEP * theta``.
+  or below, is ``nominal + COM_STEP * theta``, a pressure transducer's offset (either sign)
+  ``nominal + SENSOR_STEP * theta``.
 - Solver: `scipy.optimize.least_squares` (trust-region reflective, box bounds on theta) with
   the Jacobian from `jax.jacfwd`; the result carries the cost history, the residuals and the
   Jacobian at the optimum, and the covariance ``sigma^2 (J^T J)^{-1}`` of theta.
@@ -76,7 +77,9 @@ from jaxmb.actuators.parameters import (
     COM_AXES,
     COM_STEP,
     INERTIA_AXES,
+    SENSOR_STEP,
     HydraulicParameters,
+    additive_step,
     is_additive,
     is_entry,
     parameter_getter,
@@ -103,6 +106,7 @@ __all__ = [
     "initial_theta",
     "simulate_segments",
     "simulate_one",
+    "reading_offsets",
     "with_segment_payload",
     "join_segments",
     "residuals",
@@ -119,6 +123,8 @@ __all__ = [
     "free_run_segment",
     "predict",
     "COM_STEP",
+    "SENSOR_STEP",
+    "additive_step",
     "is_entry",
     "is_additive",
     "value_std",
@@ -154,19 +160,19 @@ def _references(plant: HydraulicPlant, spec: HydraulicParameters) -> tuple[Array
 
 
 def _values(refs: Array, theta: Array, spec: HydraulicParameters) -> Array:
-    """Each selected leaf's value: ``reference * exp(theta)``, or ``nominal + COM_STEP *
-    theta`` for the additive ones."""
-    additive = np.array([is_additive(n) for n in spec.names])
-    return jnp.where(additive, refs + COM_STEP * theta, refs * jnp.exp(theta))
+    """Each selected leaf's value: ``reference * exp(theta)``, or ``nominal +
+    additive_step(name) * theta`` for the additive ones."""
+    step = np.array([additive_step(n) if is_additive(n) else 0.0 for n in spec.names])
+    return jnp.where(step > 0, refs + step * theta, refs * jnp.exp(theta))
 
 
 def value_std(
     std: Float[np.ndarray, " P"], spec: HydraulicParameters, values: Mapping[str, float]
 ) -> dict[str, float]:
-    """First-order std of each value from theta's: ``value * std(theta)``, or ``COM_STEP *
-    std(theta)`` for the additive ones."""
+    """First-order std of each value from theta's: ``value * std(theta)``, or
+    ``additive_step(name) * std(theta)`` for the additive ones."""
     return {
-        n: (COM_STEP if is_additive(n) else values[n]) * float(s)
+        n: (additive_step(n) if is_additive(n) else values[n]) * float(s)
         for n, s in zip(spec.names, std, strict=True)
     }  # fmt: skip
 
@@ -387,7 +393,8 @@ def make_segments(
 
 
 def _start_state(plant: HydraulicPlant, commands: CommandTable, t0, q0, qd0, p0) -> dict:
-    """Actuator states at a segment start: measured pressures; the spool where the logged
+    """Actuator states at a segment start: the measured pressures less their transducers'
+    offsets (`jaxmb.actuators.hydraulics.PressureTransducers`); the spool where the logged
     commands before ``t0`` (delayed as the valve receives them) left it
     (`jaxmb.actuators.hydraulics.Valve.spool_at`); LuGre bristles at their steady state
     ``z = g(v) v / (sigma0 |v|_s)`` for the measured piston velocity (0 at rest)."""
@@ -395,7 +402,7 @@ def _start_state(plant: HydraulicPlant, commands: CommandTable, t0, q0, qd0, p0)
     table = commands.for_plant(plant)
     out = {}
     for i, a in enumerate(plant.actuators):
-        s = {"p_a": p0[i, 0], "p_b": p0[i, 1]}
+        s = {"p_a": p0[i, 0] - a.sensor.p_a, "p_b": p0[i, 1] - a.sensor.p_b}
         if a.valve.n_states:
             s["spool"] = a.valve.spool_at(lambda t, i=i: table(t)[i], t0)
         if a.friction is not None and a.friction.n_states:
@@ -448,7 +455,20 @@ def simulate_one(
         adjoint=SharedJacobianForwardMode(), throw=False,
     )  # fmt: skip
     y = jnp.stack([tr.signal(c) for c in segments.signal_names], axis=-1)
+    y = y + reading_offsets(plant, segments.signal_names)[None, :]  # what the sensors read
     return (y, tr.qd[-1]) if end_velocity else y
+
+
+def reading_offsets(plant: HydraulicPlant, names: Sequence[str]) -> Float[Array, " c"]:
+    """What each signal's sensor reads beyond the signal: a chamber pressure's transducer
+    offset (``p_a_<a>``, ``p_b_<a>``; `jaxmb.actuators.hydraulics.PressureTransducers`), 0
+    for the others. Segments hold readings (`Segments.p0`, ``targets``): a simulation starts
+    from a reading less its offset (`_start_state`) and is compared plus it."""
+    out = []
+    for c in names:
+        a = next((a for a in plant.actuators if c in (f"p_a_{a.name}", f"p_b_{a.name}")), None)
+        out.append(jnp.zeros(()) if a is None else getattr(a.sensor, c[:3]))
+    return jnp.stack(out)
 
 
 def with_segment_payload(plant: HydraulicPlant, payload) -> HydraulicPlant:
@@ -743,7 +763,7 @@ def fit(
     (`least_squares.model_decrease`). Uncertainty (first order, `theta_covariance`):
     ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted
     residuals, and
-    ``std(value) = value * std(theta)`` (``COM_STEP * std(theta)`` for a centre,
+    ``std(value) = value * std(theta)`` (``additive_step * std(theta)`` for an additive one,
     `value_std`), infinite for a parameter the residuals do not see.
 
     ``columns``: a superset of ``spec`` whose compiled program serves this fit, the columns

@@ -48,7 +48,9 @@ def replay(
     log = machine.read_log(log_path, required=required_signals(plant))
     check_reach(machine, log.stack(list(plant.coordinate_names)), source="log", t=log.t)
     if params is not None:  # identified hydraulics and payload
-        doc = params_file.read_params(params, model_name=machine.names)
+        doc = params_file.read_params(
+            params, model_name=machine.names, machine_digest=machine.digest()
+        )
         plant = apply_hydraulics(plant, doc)
     if payload is None:
         payload = log.meta.get("conditions", {}).get("payload_kg")

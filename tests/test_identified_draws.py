@@ -51,9 +51,10 @@ def test_draws_follow_the_identified_covariance(tmp_path):
     np.testing.assert_allclose(np.corrcoef(u, rowvar=False), R, atol=0.03)
 
 
-def _identified_crane(tmp_path, shift=1.0):
+def _identified_crane(tmp_path, shift=1.0, digest=None):
     """A parameter file and its covariance for the crane, as identification writes them
-    (its hydraulics 1 % off the file's); ``shift`` moves the covariance's values away."""
+    (its hydraulics 1 % off the file's); ``shift`` moves the covariance's values away;
+    ``digest``: the machine files it says it was identified on (default the crane's)."""
     crane = load_machine("crane")
     hyd = {}
     for n in NAMES[:4]:
@@ -65,7 +66,8 @@ def _identified_crane(tmp_path, shift=1.0):
                      [hyd[n] * shift for n in NAMES[:4]] + [158.0],
                      _covariance(), ["log"] * 4 + ["linear"])  # fmt: skip
     params_file.write_params(tmp_path / "params.json", model_name="crane", method="output error",
-                             hydraulics=hyd, covariance="covariance.json")  # fmt: skip
+                             hydraulics=hyd, covariance="covariance.json",
+                             source={params_file.DIGEST: digest or crane.digest()})  # fmt: skip
     return tmp_path / "params.json"
 
 
@@ -126,6 +128,18 @@ def test_a_covariance_of_another_identification_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"\[identified\] valve.lift.c_pa: the study's plant "
                        r"holds .*, the covariance file .*: the parameter file and its covariance "
                        "are not one identification"):  # fmt: skip
+        study_config.build_study(
+            study_config.load_config(_config(tmp_path, "[identified]\ninflate = 1.0\n"))
+        )
+
+
+def test_a_parameter_file_of_other_machine_files_is_refused(tmp_path):
+    """A parameter file whose machine files (the sha256 identification recorded) are not the
+    study's: refused before anything runs, as ``simulate --params`` refuses it."""
+    _identified_crane(tmp_path, digest="0" * 64)
+    with pytest.raises(ValueError, match=r"\[study\] params: --params: .*params.json was "
+                       r"identified on other machine files than these \(its "
+                       r"source.machine_files_sha256 000000000000\.\.\."):  # fmt: skip
         study_config.build_study(
             study_config.load_config(_config(tmp_path, "[identified]\ninflate = 1.0\n"))
         )

@@ -23,8 +23,9 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     near the truth. Issue 27 point 4 on the second machine: the free-run replay of the whole
     20 s validation log by the identified plant gives every signal within 1.5x of the true
     plant's own replay of the same noisy log. The structure is given as the defaults choose it
-    on these logs (docs/hydraulic-machines.md: mechanics fixed, no leakage, the long refit kept), which saves the
-    held-out fits' time; the crane's test runs the choices."""
+    on these logs (docs/hydraulic-machines.md: mechanics fixed, no leakage, no transducer
+    offsets (stage 1 keeps none: tests/test_mechanics.py), the long refit kept), which saves
+    the held-out fits' time; the crane's test runs the choices."""
     import jax.numpy as jnp
 
     from jaxmb.identification import output_error as oe
@@ -52,6 +53,8 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         "--mechanics",
         "fixed",
         "--leakage",
+        "none",
+        "--offsets",
         "none",
         "--long-refit",
         "yes",

@@ -1,7 +1,8 @@
-"""A real valve's effects fitted by output error and chosen from the data (issue 79 point 3):
-spool overlap, command delay (a fraction of the 1 ms sample) and spool lag, on a synthetic crane
-log made here from the true plant, its four metering edges unequal. A module of its own: its
-fits run on a worker of their own (tests/conftest.py)."""
+"""A real valve's effects and a logger's transducer offsets fitted by output error and chosen
+from the data (issue 79 point 3): spool overlap, command delay (a fraction of the 1 ms sample),
+spool lag and each chamber's pressure offset, on a synthetic crane log made here from the true
+plant, its four metering edges unequal. A module of its own: its fits run on a worker of their
+own (tests/conftest.py)."""
 
 from pathlib import Path
 
@@ -27,6 +28,8 @@ TRUTH = {
     "tilt": {"deadband": 0.6, "delay": 0.0083, "tau": 0.018, "edges": (0.94, 1.05, 0.98, 1.08)},
 }
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
+# what each chamber's transducer reads beyond its pressure, bar
+OFFSETS = {"lift": (0.6, -0.4), "tilt": (-0.5, 0.8)}
 
 
 def _true_plant(nominal):
@@ -64,17 +67,46 @@ def effects_log():
     cols = {"t": t, "u_lift": u[:, 0], "u_tilt": u[:, 1]}
     for j, c in enumerate(("q1", "q2")):
         cols[c] = np.round(np.asarray(tr.q[:, j]) / step) * step
-    for k in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
-        cols[k] = np.asarray(tr.signals[k]) + rng.normal(0.0, 0.3e5, n)
+    for a, (oa, ob) in OFFSETS.items():
+        for k, o in ((f"p_a_{a}", oa), (f"p_b_{a}", ob)):
+            cols[k] = np.asarray(tr.signals[k]) + 1e5 * o + rng.normal(0.0, 0.3e5, n)
     return nominal, true, cols
 
 
-def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
+def _sensors(plant):
+    return oe.with_values(
+        plant,
+        {
+            f"sensor.{a}.p_{c}": 1e5 * o
+            for a, oo in OFFSETS.items()
+            for c, o in zip("ab", oo, strict=True)
+        },
+    )
+
+
+def test_a_replay_reads_through_the_transducers(effects_log):
+    """A segment starts from its readings less the transducers' offsets and is compared with
+    the log plus them: the true plant with its transducers replays the offset log
+    segment-wise to the 0.3 bar noise; without them each pressure misses by about its
+    offset."""
+    _, true, cols = effects_log
+    short = {k: v[:2001] for k, v in cols.items()}
+    right = oe.predict(_sensors(true), short, segment_time=0.5)["rmse"]
+    wrong = oe.predict(true, short, segment_time=0.5)["rmse"]
+    for a, (oa, ob) in OFFSETS.items():
+        for k, o in ((f"p_a_{a}", oa), (f"p_b_{a}", ob)):
+            print(k, right[k] / 1e5, wrong[k] / 1e5)
+            assert right[k] < 0.33e5, k
+            assert wrong[k] > np.hypot(0.3, 0.8 * abs(o)) * 1e5, k
+
+
+def test_overlap_delay_spool_lag_and_offsets_are_chosen_and_fitted(effects_log):
     """From the data sheet's values the fit recovers each valve's overlap within 0.05 V, its
     delay within 2 ms (12.4 and 8.3 ms: not whole samples), its spool time constant within
     10 % and each metering edge within 0.5 % (measured: 1e-4 V, 0.15 ms, 0.9 %, 0.12 %);
-    held-out segments choose to fit the overlaps and the valves' dynamics (delay and lag
-    together), and each value comes with its std. (Before a segment's spool started where
+    held-out segments choose to fit the overlaps, the valves' dynamics (delay and lag
+    together) and the transducers' offsets (each within 0.1 bar), and each value comes with
+    its std. (Before a segment's spool started where
     the command history left it, it started at its command, and the fit pushed the delays
     1.5-2.9 ms off to absorb that; before the chosen structure's final fit re-ran the pilots,
     from start states a plant without the effects had estimated, the edges came out 1 % and
@@ -83,6 +115,8 @@ def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
     seg = oe.make_segments(nominal, cols, segment_time=0.5)
     heads = head_segments(nominal, cols, seg)
     effects = mc.effect_selectors(nominal)
+    sensors = mc.sensor_selectors(nominal)
+    assert sensors == ("sensor.lift.p_a", "sensor.lift.p_b", "sensor.tilt.p_a", "sensor.tilt.p_b")
     assert effects == {
         "overlap": ("valve.lift.deadband", "valve.tilt.deadband"),
         "dynamics": ("valve.lift.delay", "valve.lift.tau", "valve.tilt.delay", "valve.tilt.tau"),
@@ -90,13 +124,14 @@ def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
     said = []
     with fit_progress.reporting(said.append):
         res, spec, _, report = mc.choose_and_fit(
-            nominal, hydraulic_selectors(nominal), (), (), seg, heads=heads, effects=effects
-        )
+            nominal, hydraulic_selectors(nominal), (), (), seg, heads=heads, effects=effects,
+            sensors=sensors,
+        )  # fmt: skip
     # every evaluation reported in place of a silent bar, under the choice it fits (issue 81
     # point 5): the final fit's count is its cost history's length
     labels = [m.rsplit(": evaluation", 1)[0] for m in said]
     for label in ("the simplest structure, held-out segments aside, pilot 1 (noise levels)",
-                  "trying overlap fitted", "trying dynamics fitted",
+                  "trying overlap fitted", "trying dynamics fitted", "trying offsets fitted",
                   "the chosen structure, every segment"):  # fmt: skip
         assert label in labels, (label, sorted(set(labels)))
     final = [m for m in said if m.startswith("the chosen structure, every segment: ")]
@@ -104,11 +139,17 @@ def test_overlap_delay_and_spool_lag_are_chosen_and_fitted(effects_log):
     assert final[-1].startswith(
         f"the chosen structure, every segment: evaluation {len(res.cost_history)}, cost "
     )
-    print({k: report[k].get("held_out_cost") for k in mc.EFFECTS})
-    for k in mc.EFFECTS:
+    print({k: report[k].get("held_out_cost") for k in (*mc.EFFECTS, "offsets")})
+    for k in (*mc.EFFECTS, "offsets"):
         cost = report[k]["held_out_cost"]
         assert report[k]["choice"] == "fitted" == min(cost, key=cost.get), (k, cost)
-        assert report[k]["parameters"] == list(effects[k])
+        assert report[k]["parameters"] == list({**effects, "offsets": sensors}[k])
+    for a, oo in OFFSETS.items():  # each within 0.1 bar (issue 79 point 5)
+        for c, o in zip("ab", oo, strict=True):
+            k = f"sensor.{a}.p_{c}"
+            print(k, res.values[k] / 1e5, "+-", res.std[k] / 1e5)
+            assert res.values[k] == pytest.approx(1e5 * o, abs=0.1e5), k
+            assert 0 < res.std[k] < 0.1e5, k
     for a in ("lift", "tilt"):
         t, v = TRUTH[a], res.values
         print(a, {k: v[f"valve.{a}.{k}"] for k in ("deadband", "delay", "tau")})

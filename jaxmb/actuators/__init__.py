@@ -22,13 +22,16 @@ from .hydraulics import Cylinder as Cylinder
 from .hydraulics import CylinderMount as CylinderMount
 from .hydraulics import HydraulicActuator as HydraulicActuator
 from .hydraulics import LuGreFriction as LuGreFriction
+from .hydraulics import PressureTransducers as PressureTransducers
 from .hydraulics import StribeckFriction as StribeckFriction
 from .hydraulics import Valve as Valve
 from .hydraulics import signed_sqrt as signed_sqrt
 from .parameters import COM_AXES as COM_AXES
 from .parameters import COM_STEP as COM_STEP
 from .parameters import INERTIA_AXES as INERTIA_AXES
+from .parameters import SENSOR_STEP as SENSOR_STEP
 from .parameters import HydraulicParameters as HydraulicParameters
+from .parameters import additive_step as additive_step
 from .parameters import is_additive as is_additive
 from .parameters import is_entry as is_entry
 from .parameters import parameter_getter as parameter_getter

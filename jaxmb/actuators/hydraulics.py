@@ -47,6 +47,7 @@ __all__ = [
     "AbstractFriction",
     "StribeckFriction",
     "LuGreFriction",
+    "PressureTransducers",
     "HydraulicActuator",
 ]
 
@@ -527,24 +528,44 @@ class LuGreFriction(AbstractFriction):
         return self.sigma0 * z + self.sigma1 * self.z_rate(v, z) + self.sigma2 * v
 
 
+class PressureTransducers(eqx.Module):
+    """What a cylinder's two pressure transducers read beyond the chamber pressures: a
+    constant offset each (Pa), ``reading = p + offset``. A transducer's zero drifts by up to
+    about 1 bar; identification fits these (``sensor.<a>.p_a``, ``sensor.<a>.p_b``) where the
+    data say so. They enter only what identification compares with a log (the readings, and
+    the chamber pressures a replay starts from), never the plant's dynamics; an offset the
+    user knows is subtracted from the log instead (``[log] offsets`` of a machine file)."""
+
+    p_a: Float[Array, ""]
+    p_b: Float[Array, ""]
+
+    def __init__(self, p_a=0.0, p_b=0.0):
+        msg = "PressureTransducers: {} (offset, Pa) must be finite"
+        self.p_a = checked(p_a, not_finite, msg.format("p_a"), ())
+        self.p_b = checked(p_b, not_finite, msg.format("p_b"), ())
+
+
 class HydraulicActuator(eqx.Module):
     """One valve-controlled cylinder on a model: `CylinderMount`, `Cylinder`, `Valve` and
     friction, named (``"lift"``: signals ``p_a_lift``, ``p_b_lift``, ``x_lift``, ``u_lift``).
 
     Its state is a dict ``{"p_a", "p_b"}`` (Pa) plus ``"spool"`` (shape (1,) or (2,)) with a
-    spool lag and ``"z"`` (shape (1,)) with LuGre friction."""
+    spool lag and ``"z"`` (shape (1,)) with LuGre friction. ``sensor``: its pressure
+    transducers' offsets (`PressureTransducers`, default none)."""
 
     name: str = eqx.field(static=True)
     mount: CylinderMount
     cylinder: Cylinder
     valve: Valve
     friction: AbstractFriction | None
+    sensor: PressureTransducers
 
-    def __init__(self, name: str, mount, cylinder, valve, friction=None):
+    def __init__(self, name: str, mount, cylinder, valve, friction=None, sensor=None):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"HydraulicActuator: name must be an identifier, got {name!r}")
         self.name, self.mount, self.cylinder, self.valve = name, mount, cylinder, valve
         self.friction = friction
+        self.sensor = PressureTransducers() if sensor is None else sensor
 
     def initial_state(self, p_a, p_b) -> dict[str, Array]:
         """Rest state: pressures given, spool closed, bristles relaxed."""

@@ -1,6 +1,7 @@
 """A plant's physical parameters by name (selectors), the names that identification fits and
 parameter files carry: ``valve.<actuator>.<field>``, ``cylinder.<actuator>.<field>``,
-``friction.<actuator>.<field>`` and ``body.<body>.<field>`` (`HydraulicParameters`). Every
+``friction.<actuator>.<field>``, ``sensor.<actuator>.<p_a|p_b>`` and ``body.<body>.<field>``
+(`HydraulicParameters`). Every
 selected value stays a leaf of the plant, so what reads or sets it differentiates through it."""
 
 from __future__ import annotations
@@ -17,20 +18,25 @@ __all__ = [
     "COM_AXES",
     "COM_STEP",
     "INERTIA_AXES",
+    "SENSOR_STEP",
     "HydraulicParameters",
+    "additive_step",
     "is_additive",
     "is_entry",
     "parameter_getter",
     "with_values",
 ]
 
-_PARTS = ("valve", "cylinder", "friction", "body")
+_PARTS = ("valve", "cylinder", "friction", "sensor", "body")
 # the selector fields of a body's centre and inertia diagonal -> their index in the leaf
 COM_AXES = {"com_x": 0, "com_y": 1, "com_z": 2}
 INERTIA_AXES = {"I_xx": 0, "I_yy": 1, "I_zz": 2}
 _BODY_FIELDS = ("mass", *COM_AXES, *INERTIA_AXES)
 # a centre of mass moves by COM_STEP * theta (m): steps of O(1) in theta, as for the log leaves
 COM_STEP = 0.1
+# a pressure transducer's offset moves by SENSOR_STEP * theta (Pa): 1 bar, about the most a
+# transducer's zero drifts
+SENSOR_STEP = 1e5
 
 
 def is_entry(name: str) -> bool:
@@ -41,9 +47,18 @@ def is_entry(name: str) -> bool:
 
 
 def is_additive(name: str) -> bool:
-    """Whether selector ``name`` is additive (a centre-of-mass coordinate), not log-scaled."""
+    """Whether selector ``name`` is additive (a centre-of-mass coordinate, a transducer's
+    offset: either sign), not log-scaled."""
     part, _, field = name.split(".")
-    return part == "body" and field in COM_AXES
+    return part == "sensor" or (part == "body" and field in COM_AXES)
+
+
+def additive_step(name: str) -> float:
+    """The change of an additive selector's value per unit of theta (`COM_STEP` m for a
+    centre coordinate, `SENSOR_STEP` Pa for a transducer's offset)."""
+    if not is_additive(name):
+        raise ValueError(f"additive_step: {name!r} is log-scaled, not additive")
+    return SENSOR_STEP if name.startswith("sensor.") else COM_STEP
 
 
 class HydraulicParameters(eqx.Module):
@@ -54,6 +69,8 @@ class HydraulicParameters(eqx.Module):
     - ``"cylinder.<actuator>.<field>"``: a `Cylinder` leaf (``beta``, ``c_int``, ``c_ext``, ...);
     - ``"friction.<actuator>.<field>"``: the actuator's friction law (Stribeck ``F_c``, ``F_s``,
       ``v_s``, ``sigma``; LuGre ``sigma0``, ``sigma1``, ``sigma2``, ``F_c``, ``F_s``, ``v_s``);
+    - ``"sensor.<actuator>.p_a"`` (``p_b``): the offset of a chamber's pressure transducer
+      (`jaxmb.actuators.hydraulics.PressureTransducers`), additive (`SENSOR_STEP`);
     - ``"body.<body>.mass"``: a body's mass (e.g. an unknown payload);
     - ``"body.<body>.com_x"`` (``_y``, ``_z``): a coordinate of its centre of mass in its
       frame, additive (`COM_STEP`): a centre may sit at 0 or below it;
@@ -62,8 +79,8 @@ class HydraulicParameters(eqx.Module):
 
     Each positive value is ``reference * exp(theta)``: ``reference`` defaults to the value in
     the (nominal) plant the functions are given; a leaf whose nominal is 0 (leakage) needs an
-    entry in ``reference`` (then theta starts at 0, i.e. at that reference). A centre's
-    coordinate is ``nominal + COM_STEP * theta``."""
+    entry in ``reference`` (then theta starts at 0, i.e. at that reference). An additive
+    selector's value is ``nominal + additive_step(name) * theta``."""
 
     names: tuple[str, ...] = eqx.field(static=True)
     reference: tuple[tuple[str, float], ...] = eqx.field(static=True)

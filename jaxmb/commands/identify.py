@@ -80,6 +80,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             leakage=args.leakage,
             mechanics=args.mechanics,
             valve_effects=args.valve_effects,
+            offsets=args.offsets,
             segment_time=args.segment_time,
             long_refit=args.long_refit,
             show_progress=not args.quiet,
@@ -264,6 +265,15 @@ def add_parser(sub) -> None:
         help="hydraulic route: the valve effects the machine file declares (spool overlap, "
         "command delay, spool dynamics) held at the file's values, fitted from them, or "
         "(default) each group whichever predicts held-out segments better",
+    )
+    p.add_argument(
+        "--offsets",
+        choices=["auto", "none", "fitted"],
+        default="auto",
+        help="hydraulic route: each pressure transducer's constant offset (beyond the "
+        "[log] offsets the machine file knows) not fitted, fitted (stage 1 each cylinder's "
+        "pressure-force offset, stage 2 each chamber's), or (default) stage 1 keeping those "
+        "above 3 std and stage 2 fitting them where held-out segments predict better",
     )
     p.add_argument(
         "--cpu-devices",

@@ -147,7 +147,10 @@ def _plant(args: argparse.Namespace, machine):
 
     plant = machine.plant
     if args.params is not None:
-        plant = apply_hydraulics(plant, read_params(args.params, model_name=machine.names))
+        plant = apply_hydraulics(
+            plant,
+            read_params(args.params, model_name=machine.names, machine_digest=machine.digest()),
+        )
     if args.payload is not None:  # the same load weighed: the centre the file's or identified
         from jaxmb.io.machine import weigh_payload
 

@@ -6,6 +6,7 @@ Layout (SI units throughout)::
 
     {"format": "jaxmb-params", "version": 1, "jaxmb": "0.1.0",
      "model": "kr300", "method": "consistent", "source": {"log": ..., ...},
+     (a machine's "source" also holds "machine_files_sha256": the files it was identified on)
      "bodies": {"<body>": {"mass": kg, "com": [m x3], "inertia": [[kg m^2 x3] x3]}},
      "joints": {"<coordinate>": {"armature": ..., "viscous": ..., "coulomb": ..., ...}},
      "joint_model": {"coulomb_width": rad/s, "stribeck_velocity": rad/s},
@@ -37,6 +38,8 @@ from jaxmb.version import __version__
 __all__ = ["FORMAT", "json_safe", "write_params", "read_params", "apply_bodies", "apply_hydraulics"]
 
 FORMAT = "jaxmb-params"
+# the machine file and URDF an identification ran on (`jaxmb.io.machine.Machine.digest`)
+DIGEST = "machine_files_sha256"
 KEYS = ("format", "version", "jaxmb", "model", "method", "source", "bodies", "joints",
         "joint_model", "hydraulics", "forces", "payload", "uncertainty",
         "covariance")  # fmt: skip
@@ -107,10 +110,17 @@ def write_params(
     return path
 
 
-def read_params(path, *, model_name: str | tuple[str, ...] | None = None) -> dict:
+def read_params(
+    path,
+    *,
+    model_name: str | tuple[str, ...] | None = None,
+    machine_digest: str | None = None,
+) -> dict:
     """Read and check a parameter file. With ``model_name`` (a name, or the names one model
     goes by, as `jaxmb.io.machine.Machine.names`: the first is shown), refuse a file for
-    another model."""
+    another model; with ``machine_digest`` (`jaxmb.io.machine.Machine.digest`), refuse a file
+    identified on other machine files (its ``source.machine_files_sha256``, where it has
+    one: the same name, other cylinders, valves or bodies)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -131,6 +141,14 @@ def read_params(path, *, model_name: str | tuple[str, ...] | None = None) -> dic
     if unknown:
         raise ValueError(
             f"--params: {path}: unknown key(s) {unknown}; a parameter file has {sorted(KEYS)}"
+        )
+    source = doc.get("source", {})
+    held = source.get(DIGEST) if isinstance(source, dict) else None
+    if machine_digest is not None and held is not None and held != machine_digest:
+        raise ValueError(
+            f"--params: {path} was identified on other machine files than these (its "
+            f"source.{DIGEST} {str(held)[:12]}..., these {machine_digest[:12]}...): the "
+            "machine file or its URDF changed since; identify the machine again"
         )
     for key in ("bodies", "joints", "hydraulics"):
         if not isinstance(doc.get(key, {}), dict):
@@ -162,8 +180,9 @@ def apply_bodies(model: Model, doc: dict) -> Model:
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with a parameter file's ``hydraulics`` entries, each a selector of
     `jaxmb.actuators.parameters.HydraulicParameters` (a body's mass, not its centre or inertia)
-    and its positive value (SI), its identified ``bodies`` (`apply_bodies`) and its ``payload``
-    (mass, kg; centre, m) where the plant has a payload body."""
+    and its value (SI: positive, a mass >= 0, a transducer's offset of either sign), its
+    identified ``bodies`` (`apply_bodies`) and its ``payload`` (mass, kg; centre, m) where
+    the plant has a payload body."""
     if doc.get("bodies"):
         plant = eqx.tree_at(lambda p: p.model, plant, apply_bodies(plant.model, doc))
     pay = doc.get("payload")
@@ -190,10 +209,12 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
                 f"--params: hydraulics[{k!r}]: a body's centre or inertia belongs in the file's "
                 "'bodies' (or 'payload') entry; 'hydraulics' takes a body's mass only"
             )
-        low = 0.0 if k.startswith("body.") else None  # a mass may be 0 (no payload)
-        ok = isinstance(v, int | float) and np.isfinite(v) and (v >= 0 if low == 0 else v > 0)
+        # a mass may be 0 (no payload), a transducer's offset either sign
+        what = ("a finite number" if k.startswith("sensor.")
+                else "a number >= 0" if k.startswith("body.") else "a positive number")  # fmt: skip
+        ok = isinstance(v, int | float) and np.isfinite(v)
+        ok = ok and (what == "a finite number" or (v >= 0 if k.startswith("body.") else v > 0))
         if not ok:
-            what = "a number >= 0" if low == 0 else "a positive number"
             raise ValueError(f"--params: hydraulics[{k!r}]: expected {what}, got {v!r}")
     try:
         spec = HydraulicParameters(tuple(values))  # checks the selector names
