@@ -328,14 +328,23 @@ class MachineStudy(_Study):
                 "nominal plant, with any gains"
             )
 
-    def run(self, controller: VDCController, values) -> dict[str, Array]:
+    def trajectory(self, controller: VDCController, values, adjoint=None):
+        """``(plant, trajectory)`` of the sample ``values``' closed loop; ``adjoint``: how the
+        solve differentiates (`jaxmb.simulation.simulate`; `uncertainty_ranking` runs it in
+        forward mode)."""
         plant, q0 = self.realise(values)
         controller = self.controller_on(controller, plant)
         o = self.options
         tr = simulate(
             plant, controller, controller.reference, q0, jnp.zeros_like(q0), self.ts, throw=False,
             rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin, solver=o.method,
+            adjoint=adjoint,
         )  # fmt: skip
+        return plant, tr
+
+    def run(self, controller: VDCController, values) -> dict[str, Array]:
+        plant, tr = self.trajectory(controller, values)
+        o = self.options
         e = tr.e
         after = (tr.t >= self.settle)[:, None]
         flat = {}
@@ -345,6 +354,9 @@ class MachineStudy(_Study):
         for j, a in enumerate(plant.actuators):
             u = tr.u[:, j]
             flat[f"peak_effort_{a.name}"] = jnp.max(jnp.abs(u))
+            flat[f"peak_pressure_{a.name}"] = jnp.max(
+                jnp.maximum(tr.signal(f"p_a_{a.name}"), tr.signal(f"p_b_{a.name}"))
+            )
             flat[f"valve_saturation_time_{a.name}"] = _excursion_time(
                 jnp.abs(u) >= a.valve.u_max, o.dt_save
             )

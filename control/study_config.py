@@ -45,6 +45,9 @@ inflate = 2.0                  # covariance its identification wrote (covariance
 exclude = []                   # std times inflate (default 1); the parameters the data
                                # determine, but those excluded, hand-set in [[parameter]], or
                                # (body.payload.mass) where [study] payload sets the task's load
+                               # (stage 1's bodies and the transducers' offsets stay as identified)
+rank = true                    # rank the parameters by their uncertainty's effect on the
+                               # outcomes (montecarlo's uncertainty_ranking.csv; default true)
 ```
 
 Every unknown key is an error that names it, as is a missing or mistyped value.
@@ -85,7 +88,7 @@ _SECTIONS = {
     "limits": {"torque"},
     "parameter": {"name", "distribution", "spread", "low", "high"},
     "correlation": {"parameters", "rho"},
-    "identified": {"inflate", "exclude"},
+    "identified": {"inflate", "exclude", "rank"},
     "tune": None,  # checked by jaxmb.control.tune_run
 }
 
@@ -264,6 +267,8 @@ def _identified(cfg: dict, hand_set: Distribution) -> tuple[Distribution, str, d
     inflate = float(_number("[identified] inflate", sec.get("inflate", 1.0)))
     if not inflate > 0:
         raise ValueError(f"[identified] inflate: expected a number > 0, got {inflate}")
+    if not isinstance(sec.get("rank", True), bool):
+        raise ValueError(f"[identified] rank: expected true or false, got {sec['rank']!r}")
     exclude = sec.get("exclude", [])
     if not (isinstance(exclude, list) and all(isinstance(x, str) for x in exclude)):
         raise ValueError(
@@ -290,11 +295,14 @@ def _identified(cfg: dict, hand_set: Distribution) -> tuple[Distribution, str, d
     if unknown:
         raise ValueError(f"[identified] exclude: {unknown} are not in {path} ({cov['names']})")
     # stage 1's inertial parameters are not leaves a study perturbs: its bodies are held at
-    # their estimates; a hand-set parameter, or the task's payload, replaces the identified one
+    # their estimates; the pressure transducers' offsets belong to the logger, not to the
+    # closed loop (the controller reads the plant's state); a hand-set parameter, or the
+    # task's payload, replaces the identified one
     skip = set(exclude) | set(hand_set.names) | set(cov["undetermined"])
     if "payload" in cfg["study"]:
         skip.add("body.payload.mass")
-    names = [x for x in cov["names"] if not x.startswith("mechanics.") and x not in skip]
+    names = [x for x in cov["names"]
+             if not x.startswith(("mechanics.", "sensor.")) and x not in skip]  # fmt: skip
     if not names:
         raise ValueError(f"[identified]: no parameter of {path} is left to draw")
     try:

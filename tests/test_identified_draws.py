@@ -6,6 +6,7 @@ name where it cannot hold. A real identification's files are drawn from in
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 from jaxmb.control import study_config
 from jaxmb.control.sampling import identified
@@ -62,9 +63,12 @@ def _identified_crane(tmp_path, shift=1.0, digest=None):
         i = crane.plant.actuator_names.index(a)
         obj = getattr(crane.plant.actuators[i], part)
         hyd[n] = 1.01 * float(getattr(obj, field))
-    write_covariance(tmp_path / "covariance.json", NAMES[:4] + ["mechanics.T.m"],
-                     [hyd[n] * shift for n in NAMES[:4]] + [158.0],
-                     _covariance(), ["log"] * 4 + ["linear"])  # fmt: skip
+    # with a transducer's offset (Pa), which a closed loop never reads: not drawn
+    write_covariance(tmp_path / "covariance.json",
+                     NAMES[:4] + ["mechanics.T.m", "sensor.lift.p_a"],
+                     [hyd[n] * shift for n in NAMES[:4]] + [158.0, 2e4],
+                     scipy.linalg.block_diag(_covariance(), [[1e6]]),
+                     ["log"] * 4 + ["linear"] * 2)  # fmt: skip
     params_file.write_params(tmp_path / "params.json", model_name="crane", method="output error",
                              hydraulics=hyd, covariance="covariance.json",
                              source={params_file.DIGEST: digest or crane.digest()})  # fmt: skip
@@ -80,7 +84,7 @@ def _config(tmp_path, identified_table, study=""):
 
 def test_a_crane_study_draws_the_identified_parameters(tmp_path):
     """``[identified]`` on the crane with its identified parameter file: the stage-2
-    parameters drawn (stage 1's bodies held), a hand-set one replacing its identified draw,
+    parameters drawn (stage 1's bodies and the transducer's offset held), a hand-set one replacing its identified draw,
     their correlations the file's, and the covariance's hash in the study's description."""
     _identified_crane(tmp_path)
     cfg = _config(tmp_path, "[identified]\ninflate = 2.0\n\n[[parameter]]\n"
