@@ -125,6 +125,7 @@ _LONGEST_FIRST = (
     "test_valve_effects.py",
     "test_urdf_robots.py",
     "test_crane_tuning.py",
+    "test_uncertainty_ranking.py",
     "test_montecarlo.py",
     "test_flexible_control.py",
     "test_recursions.py",

@@ -97,14 +97,10 @@ def test_effects_are_ranked_with_the_parameters_stds(ranked):
         assert sum(x["share"] for x in mine) == pytest.approx(1.0)
 
 
-def test_a_study_over_the_identified_distribution_ranks_its_parameters(tmp_path):
-    """`jaxmb montecarlo` on a study with ``[identified]`` (two identified parameters drawn
-    from their covariance, the payload's range hand-set) writes ``uncertainty_ranking.csv``
-    and the summary's entry: every outcome with its parameters ranked."""
-    import csv
-    import json
-
-    from jaxmb.cli import main
+def _identified_study(folder: Path) -> tuple[Path, dict]:
+    """A knuckle study over an identification's distribution: two identified parameters (a
+    parameter file and its covariance, as `jaxmb identify` writes them, a transducer's offset
+    among them) and the payload's range hand-set."""
     from jaxmb.io import params_file
     from jaxmb.io.covariance_file import write_covariance
 
@@ -114,24 +110,38 @@ def test_a_study_over_the_identified_distribution_ranks_its_parameters(tmp_path)
         "valve.lift.c_pa": 1.01 * float(plant.actuator("lift").valve.c_pa),
         "cylinder.fold.beta": 0.98 * float(plant.actuator("fold").cylinder.beta),
     }
-    write_covariance(tmp_path / "covariance.json", [*hyd, "sensor.lift.p_a"], [*hyd.values(), 3e3],
-                     np.array([[4e-4, 2e-4, 0.0], [2e-4, 2.5e-3, 0.0], [0.0, 0.0, 1e6]]),
-                     ["log", "log", "linear"])  # fmt: skip
-    params_file.write_params(tmp_path / "params.json", model_name=machine.name,
+    C = np.array([[4e-4, 2e-4, 0.0], [2e-4, 2.5e-3, 0.0], [0.0, 0.0, 1e6]])
+    write_covariance(folder / "covariance.json", [*hyd, "sensor.lift.p_a"],
+                     [*hyd.values(), 3e3], C, ["log", "log", "linear"])  # fmt: skip
+    params_file.write_params(folder / "params.json", model_name=machine.name,
                              method="output error", hydraulics=hyd, covariance="covariance.json",
                              source={params_file.DIGEST: machine.digest()})  # fmt: skip
-    cfg = tmp_path / "study.toml"
+    cfg = folder / "study.toml"
     cfg.write_text(
         f'[study]\nscenario = "machine"\nmachine = "{machine.path}"\nparams = "params.json"\n'
         "samples = 2\nchunk = 2\nlanes = 2\nt_final = 1.2\n\n[identified]\ninflate = 2.0\n\n"
         '[[parameter]]\nname = "body.payload.mass"\ndistribution = "range"\nlow = 60.0\n'
         "high = 140.0\n"
     )
+    return cfg, hyd
+
+
+def test_a_study_over_the_identified_distribution_ranks_its_parameters(tmp_path):
+    """`jaxmb montecarlo` on a study with ``[identified]`` (two identified parameters drawn
+    from their covariance, the payload's range hand-set) writes ``uncertainty_ranking.csv``
+    and the summary's entry: every outcome with its parameters ranked."""
+    import csv
+    import json
+
+    from jaxmb.cli import main
+
+    cfg, hyd = _identified_study(tmp_path)
     out = tmp_path / "out"
     assert main(["montecarlo", str(cfg), "--out", str(out), "--no-plots", "--quiet"]) == 0
     with (out / "uncertainty_ranking.csv").open() as f:
         rows = list(csv.DictReader(f))
     outcomes = {r["outcome"] for r in rows}
+    machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     assert outcomes == set(ur.outcome_names_of(machine.plant))
     assert {r["parameter"] for r in rows} == {"body.payload.mass", *hyd}  # no offset drawn
     summary = json.loads((out / "summary.json").read_text())["uncertainty_ranking"]
@@ -143,3 +153,39 @@ def test_a_study_over_the_identified_distribution_ranks_its_parameters(tmp_path)
     # the identified edge (std 2 % x 2) against the file's: its std where drawn is the log's
     edge = next(r for r in rows if r["parameter"] == "valve.lift.c_pa")
     assert float(edge["std"]) == pytest.approx(2.0 * 0.02, rel=1e-9)
+
+
+def test_tuning_over_the_identified_distribution_writes_gains_a_study_loads(tmp_path):
+    """`jaxmb tune` on the same study (issue 80 point 4): its training and validation
+    samples drawn from the identified distribution (the covariance's hash in the validation
+    study's rows), and its gains file loads into `jaxmb montecarlo --gains` unchanged."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from jaxmb.cli import main
+
+    cfg, hyd = _identified_study(tmp_path)
+    tune = tmp_path / "tune.toml"
+    tune.write_text(cfg.read_text() + "\n[tune]\nsamples = 1\nsteps = 1\nvalidation_samples = 2\n"
+                    "t_final = 0.2\ntolerated_error = [2e-3, 2e-3, 1e-3]\n")  # fmt: skip
+    out = tmp_path / "tune"
+    assert main(["tune", str(tune), "--out", str(out), "--no-plots", "--quiet"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["validation_tuned"]["samples"] == 2
+    gains = json.loads((out / "gains.json").read_text())["gains"]
+    studies = list(out.rglob("study.json"))
+    assert studies, sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    for m in studies:
+        study = json.loads(m.read_text())
+        assert len(study["study"]["study"]["covariance_sha256"]) == 64
+        assert set(study["parameters"]) == {"body.payload.mass", *hyd}
+    mc = tmp_path / "mc"
+    argv = ["montecarlo", str(cfg), "--gains", str(out / "gains.json"), "--out", str(mc),
+            "--no-plots", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    rows = pq.read_table(mc / "results.parquet").to_pydict()
+    assert set(hyd) <= set(rows) and len(rows["sample"]) == 2
+    ran = json.loads((mc / "study.json").read_text())["study"]["controller"]
+    for k in ("lam", "k_x", "k_f"):  # the tuned gains, as the tuning wrote them
+        np.testing.assert_allclose(ran[k], gains[k], rtol=1e-12)
