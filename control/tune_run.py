@@ -28,7 +28,7 @@ from jaxmb.control.montecarlo import run_study
 from jaxmb.control.study_config import build_study, read_gains, write_gains
 from jaxmb.control.tuning import tune
 
-__all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS", "check_tune_section"]
+__all__ = ["TUNING_OFFSET", "run_tune", "TUNE_KEYS", "check_tune_section", "what_changed"]
 
 TUNING_OFFSET = 1_000_000_000
 _COMMON = {"samples", "steps", "learning_rate", "validation_samples", "initial", "t_final"}
@@ -150,10 +150,30 @@ def run_tune(cfg: dict, out: Path, *, progress: bool = True, plots: bool = True)
         summary[f"validation_{name}"] = kind.validation(
             table, study, {k: np.asarray(v, float) for k, v in gains.items()}
         )
+    if "tolerated_error" in section:
+        summary["changed"] = what_changed(tables, study.coordinate_names,
+                                          section["tolerated_error"])  # fmt: skip
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if plots:
         _plots(out, result["history"], tables, kind.panels(study))
     return summary
+
+
+def what_changed(tables: dict, coordinates, tolerated_error) -> dict:
+    """What the tuned gains changed on the validation samples (the study's distribution, its
+    own horizon): the fraction of samples whose RMS tracking error is within ``[tune]
+    tolerated_error`` on every coordinate (a failed sample is not), and each coordinate's
+    worst error, given gains against tuned."""
+    tol = np.broadcast_to(np.asarray(tolerated_error, float), (len(coordinates),))
+    out: dict = {"tolerated_error": dict(zip(coordinates, tol.tolist(), strict=True))}
+    for name, table in tables.items():
+        within = ~np.asarray(table["failed"])
+        worst = {}
+        for c, r in zip(coordinates, tol, strict=True):
+            within &= figure_column(table, f"rmse_{c}") <= r  # NaN (failed): not within
+            worst[c] = float(np.nanmax(figure_column(table, f"max_error_{c}")))
+        out[name] = {"fraction_within_tolerance": float(np.mean(within)), "worst_error": worst}
+    return out
 
 
 def _plots(out: Path, history: list[dict], tables: dict, panels: list) -> None:

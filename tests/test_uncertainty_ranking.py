@@ -173,6 +173,17 @@ def test_tuning_over_the_identified_distribution_writes_gains_a_study_loads(tmp_
     assert main(["tune", str(tune), "--out", str(out), "--no-plots", "--quiet"]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["validation_tuned"]["samples"] == 2
+    # what the tuning changed, given against tuned gains, from the validation rows
+    tol = dict(zip(("lift", "fold", "extend"), (2e-3, 2e-3, 1e-3), strict=True))
+    assert s["changed"]["tolerated_error"] == tol
+    for name in ("given", "tuned"):
+        rows = pq.read_table(out / f"validation_{name}" / "results.parquet").to_pydict()
+        within = [all(rows[f"rmse_{c}"][k] <= r for c, r in tol.items()) for k in range(2)]
+        got = s["changed"][name]
+        assert got["fraction_within_tolerance"] == np.mean(within)
+        for c in tol:
+            assert got["worst_error"][c] == max(rows[f"max_error_{c}"])
+            assert got["worst_error"][c] == s[f"validation_{name}"][c]["max_error"]["max"]
     gains = json.loads((out / "gains.json").read_text())["gains"]
     studies = list(out.rglob("study.json"))
     assert studies, sorted(str(p.relative_to(out)) for p in out.rglob("*"))
