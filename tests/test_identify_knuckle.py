@@ -129,3 +129,52 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
     assert len(desc["study"]["covariance_sha256"]) == 64
     drawn = study.distribution.sample(study.nominal_values, 0, np.arange(200))
     assert np.all(drawn > 0)  # every one a positive quantity, drawn in log space
+    _chain(tmp_path, machine, out, summary)
+
+
+def _chain(tmp_path, machine, identified, summary):
+    """The README's chain from this identification (issue 80 point 5), at small sizes: the
+    shipped study over the identified distribution (`data/knuckle_identified.toml`, its
+    paths pointed at this run's files), a tuning over it, the study again with the tuned
+    gains; each step hands the next its files."""
+    import csv
+    import hashlib
+    import re
+
+    import pyarrow.parquet as pq
+
+    text = (DATA / "knuckle_identified.toml").read_text()
+    text = text.replace('"machines/knuckle_telescope/knuckle_telescope.toml"', f'"{machine.path}"')
+    text = text.replace('"../out/knuckle/params.json"', f'"{identified / "params.json"}"')
+    small = {"samples": 2, "chunk": 2, "lanes": 2, "steps": 1, "validation_samples": 2,
+             "t_final": 0.3}  # fmt: skip
+    for key, value in small.items():
+        text = re.sub(rf"(?m)^{key} = \S+", f"{key} = {value}", text)
+    text = text.replace("[study]\n", "[study]\nt_final = 1.5\n", 1)
+    cfg = tmp_path / "knuckle_identified.toml"
+    cfg.write_text(text)
+    mc, tune, mc2 = (tmp_path / d for d in ("knuckle_mc", "knuckle_tune", "knuckle_mc_tuned"))
+    quiet = ["--no-plots", "--quiet"]
+    assert cli.main(["montecarlo", str(cfg), "--out", str(mc), *quiet]) == 0
+    study = json.loads((mc / "study.json").read_text())
+    # the identified parameters drawn, the task's payload range hand-set
+    assert set(study["parameters"]) == {*summary["parameters"], "body.payload.mass"}
+    covariance = identified / "covariance.json"
+    assert (
+        study["study"]["study"]["covariance_sha256"]
+        == hashlib.sha256(covariance.read_bytes()).hexdigest()
+    )
+    with (mc / "uncertainty_ranking.csv").open() as f:
+        ranked = {r["parameter"] for r in csv.DictReader(f)}
+    assert ranked == set(study["parameters"])
+    assert cli.main(["tune", str(cfg), "--out", str(tune), *quiet]) == 0
+    changed = json.loads((tune / "summary.json").read_text())["changed"]
+    assert set(changed) == {"tolerated_error", "given", "tuned"}
+    argv = ["montecarlo", str(cfg), "--gains", str(tune / "gains.json"), "--out", str(mc2)]
+    assert cli.main([*argv, *quiet]) == 0
+    tuned = json.loads((tune / "gains.json").read_text())["gains"]
+    ran = json.loads((mc2 / "study.json").read_text())["study"]["controller"]
+    for k in ("lam", "k_x", "k_f"):
+        np.testing.assert_allclose(ran[k], tuned[k], rtol=1e-12)
+    rows = pq.read_table(mc2 / "results.parquet").to_pydict()
+    assert len(rows["sample"]) == 2 and not any(rows["failed"])
