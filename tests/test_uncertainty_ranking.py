@@ -97,17 +97,17 @@ def test_effects_are_ranked_with_the_parameters_stds(ranked):
         assert sum(x["share"] for x in mine) == pytest.approx(1.0)
 
 
-def _identified_study(folder: Path) -> tuple[Path, dict]:
+def _identified_study(folder: Path, factor: float = 1.01) -> tuple[Path, dict]:
     """A knuckle study over an identification's distribution: two identified parameters (a
     parameter file and its covariance, as `jaxmb identify` writes them, a transducer's offset
-    among them) and the payload's range hand-set."""
+    among them; the edge ``factor`` times the file's) and the payload's range hand-set."""
     from jaxmb.io import params_file
     from jaxmb.io.covariance_file import write_covariance
 
     machine = load_machine(KNUCKLE / "knuckle_telescope.toml")
     plant = machine.plant
     hyd = {
-        "valve.lift.c_pa": 1.01 * float(plant.actuator("lift").valve.c_pa),
+        "valve.lift.c_pa": factor * float(plant.actuator("lift").valve.c_pa),
         "cylinder.fold.beta": 0.98 * float(plant.actuator("fold").cylinder.beta),
     }
     C = np.array([[4e-4, 2e-4, 0.0], [2e-4, 2.5e-3, 0.0], [0.0, 0.0, 1e6]])
@@ -153,6 +153,13 @@ def test_a_study_over_the_identified_distribution_ranks_its_parameters(tmp_path)
     # the identified edge (std 2 % x 2) against the file's: its std where drawn is the log's
     edge = next(r for r in rows if r["parameter"] == "valve.lift.c_pa")
     assert float(edge["std"]) == pytest.approx(2.0 * 0.02, rel=1e-9)
+    # another identification's files (a parameter file and its covariance, consistent) in
+    # the same folder: the resume is refused, the rows kept
+    _identified_study(tmp_path, factor=1.02)
+    before = (out / "results.parquet").read_bytes()
+    with pytest.raises(SystemExit, match="holds results of a different study"):
+        main(["montecarlo", str(cfg), "--out", str(out), "--no-plots", "--quiet"])
+    assert (out / "results.parquet").read_bytes() == before
 
 
 def test_tuning_over_the_identified_distribution_writes_gains_a_study_loads(tmp_path):
