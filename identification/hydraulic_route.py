@@ -354,10 +354,12 @@ def _fit(
     } if machine.payload is not None else {stem: {} for stem in stems}  # fmt: skip
 
     def predictions(plant_of) -> dict:
+        # each log on its own time axis (its report and plots), not the campaign's joined one
         return {
-            stem: oe.predict(plant_of(k), c, segment_time=segment_time, t_start=t0, t_end=t1)
-            for k, (stem, c) in enumerate(zip(stems, camp.columns, strict=True))
-        }
+            stem: oe.predict(plant_of(k), logs[stem][1], segment_time=segment_time,
+                             t_start=t0, t_end=t1)
+            for k, stem in enumerate(stems)
+        }  # fmt: skip
 
     return _Fit(
         stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
