@@ -26,6 +26,7 @@ is reported under its own name, ``validation_rmse_segments`` (restarts every
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,11 @@ import scipy.linalg
 from jaxmb import compile_cache
 from jaxmb.actuators.hydraulics import StribeckFriction
 from jaxmb.actuators.plant import HydraulicPlant
-from jaxmb.identification import drift, fit_progress, long_refit, report, start_states
+from jaxmb.identification import drift, fit_progress, long_refit, report, shooting, start_states
 from jaxmb.identification import mechanics as mech
 from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
+from jaxmb.identification import stage_coupling as coupling
 from jaxmb.identification.campaign import Campaign, check_campaign, payload_body
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
@@ -164,6 +166,7 @@ class _Fit:
     conditions: dict
     choices: dict
     stage1_offsets: dict  # stage 1's pressure-force offsets: which were kept, their values
+    stage1_cross: np.ndarray | None  # (P, Q) Cov(theta, stage 1's values): `stage_coupling`
     long_report: dict
     noise: dict  # each signal's residual scale (SI)
     pred: dict  # {log: its segment-wise prediction by the identified plant}
@@ -337,11 +340,17 @@ def _fit(
         )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     with fit_progress.fitting("long refit"):
-        res, spec, _, held, long_report = long_refit.refit_long(
+        res, spec, base, held, long_report, chains = long_refit.refit_long(
             plant, res, spec, camp.columns[0] if len(camp) == 1 else camp, np.asarray(seg.scale),
             refined_selectors(plant, stage1), choice=long, t_start=t0, t_end=t1,
             max_evaluations=max_evaluations,
         )  # fmt: skip
+    # stage 1's bodies' uncertainty carried into stage 2's covariance (`stage_coupling`)
+    compile_cache.relieve()
+    progress("carrying stage 1's uncertainty into the covariance")
+    res, stage1_cross = _carry_stage1(
+        res, spec, stage1, base if chains else plant, chains or seg,
+    )  # fmt: skip
     # every estimate, those the long refit held at the short fit's values included
     values = {**{n: v for n, (v, _) in held.items()}, **res.values}
     stds = {**{n: s for n, (_, s) in held.items()}, **res.std}
@@ -364,12 +373,46 @@ def _fit(
     return _Fit(
         stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
         spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
-        stage1_offsets=stage1_offsets, long_report=long_report,
+        stage1_offsets=stage1_offsets, long_report=long_report, stage1_cross=stage1_cross,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
         pred=predictions(lambda k: _under(res.plant, known[k], camp.body)),
         nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
         logs=per_log,
     )  # fmt: skip
+
+
+def _carry_stage1(
+    res: oe.OutputErrorResult,
+    spec: oe.HydraulicParameters,
+    stage1: mech.MechanicsEstimate,
+    base: HydraulicPlant,
+    fitted,
+) -> tuple[oe.OutputErrorResult, np.ndarray | None]:
+    """``res`` with stage 1's bodies' uncertainty carried into its covariance and stds, and
+    theta's covariance with stage 1's values (`stage_coupling`). ``fitted``: what ``res`` was
+    fitted on, the long refit's ``(pieces, m)`` (relative to ``base``) or the short fit's
+    segments. The held bodies' Jacobian costs one evaluation with their columns added."""
+    stribeck = [a.name for a in base.actuators if isinstance(a.friction, StribeckFriction)]
+    held = coupling.held_selectors(stage1.names, stage1.values, spec.names, stribeck)
+    if not held:
+        return res, None
+    ext = oe.HydraulicParameters([*spec.names, *held], dict(spec.reference))
+    theta = jnp.asarray(np.concatenate([np.asarray(res.theta), np.zeros(len(held))]))
+    if isinstance(fitted, tuple):
+        pieces, m = fitted
+        lin = shooting.linearized(theta, base, ext, pieces)
+        J = shooting.condensed(lin, shooting.start_vector(pieces, base.model.n), m)[1]
+    else:
+        J = np.asarray(oe.residuals_and_jacobian(theta, oe.strong_types(base), ext, fitted)[1])
+    now = oe.parameter_values(jnp.zeros(len(held)), base, oe.HydraulicParameters(held))
+    T = coupling.selector_map(held, stage1.names, stage1.values, now)
+    cov, cross = coupling.carried(
+        res.covariance, res.jacobian, J[:, len(spec) :], T, np.asarray(stage1.covariance)
+    )
+    dead = np.array([not np.isfinite(res.std[n]) for n in spec.names])
+    sd = np.where(dead, np.inf, np.sqrt(np.clip(np.diag(cov), 0.0, None)))
+    out = dataclasses.replace(res, covariance=cov, std=oe.value_std(sd, spec, res.values))
+    return out, cross
 
 
 # stage 1 keeps a cylinder's pressure-force offset whose estimate exceeds this many stds
@@ -568,6 +611,11 @@ def _write_covariance(path: Path, fit: _Fit, rows: Sequence[dict]) -> None:
     C2[:, k_u] = 0.0
     C_held = np.diag([(s / v) ** 2 for v, s in fit.held.values()])  # std of log(value)
     C = scipy.linalg.block_diag(C2, C_held, np.asarray(stage1.covariance, float))
+    if fit.stage1_cross is not None:  # theta's covariance with stage 1's values
+        X = np.asarray(fit.stage1_cross, float) * scale[:, None]
+        X[k_u, :] = 0.0
+        C[: len(fitted), -len(stage1.names) :] = X
+        C[-len(stage1.names) :, : len(fitted)] = X.T
     value = {r["parameter"]: r["value"] for r in rows}
     write_covariance(
         path, fitted + held + [f"mechanics.{n}" for n in stage1.names],
@@ -577,9 +625,9 @@ def _write_covariance(path: Path, fit: _Fit, rows: Sequence[dict]) -> None:
         stage=["output error"] * len(fitted) + ["output error (held by the long refit)"]
         * len(held) + ["mechanics"] * len(stage1.names),
         undetermined=undetermined,
-        note="stage 1 (mechanics), stage 2 (output error) and the long refit's held parameters "
-        "are separate fits: their blocks are uncorrelated here; stage 2 is conditional on stage "
-        "1's bodies",
+        note="stage 2 (output error) carries stage 1's (mechanics) bodies' uncertainty and "
+        "its covariance with them (first order, identification.stage_coupling); the long "
+        "refit's held parameters are uncorrelated with both",
     )  # fmt: skip
 
 

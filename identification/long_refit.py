@@ -226,7 +226,14 @@ def refit_long(
     t_start: float | None = None,
     t_end: float | None = None,
     max_evaluations: int = 20,
-) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, HydraulicPlant, dict, dict]:
+) -> tuple[
+    oe.OutputErrorResult,
+    oe.HydraulicParameters,
+    HydraulicPlant,
+    dict,
+    dict,
+    tuple[oe.Segments, int] | None,
+]:
     """The short fit ``res`` of ``spec`` on ``plant`` refitted on `long_segments` of ``log``
     (a log's columns, or a campaign's logs: `campaign.Campaign`) (`long_selectors`), each
     segment from its start state estimated for ``res``'s plant, weighted by ``scales``.
@@ -235,11 +242,13 @@ def refit_long(
 
     Returns the estimate kept, its parameters, the plant its ``theta`` is relative to
     (``plant`` with the held leakages and payload set), the held parameters ``{name: (value, std)}`` (the
-    short fit's; empty when the refit is not kept) and the report of the choice."""
+    short fit's; empty when the refit is not kept), the report of the choice and the chains
+    it was fitted on (their pieces at the final start states, and the pieces per chain; None
+    when the refit is not kept)."""
     if choice not in CHOICES:
         raise ValueError(f"--long-refit: expected one of {CHOICES}, got {choice!r}")
     if choice == "no":
-        return res, spec, plant, {}, {"choice": "no", "how": "--long-refit no"}
+        return res, spec, plant, {}, {"choice": "no", "how": "--long-refit no"}, None
     names = long_selectors(plant, spec, refine)
     held = {n: (res.values[n], res.std[n]) for n in spec.names if n not in names}
     # the held leakages and payload at the short fit's values; every other reference stays
@@ -261,8 +270,9 @@ def refit_long(
     kw = dict(max_evaluations=max_evaluations)
     if choice == "yes":
         with fit_progress.fitting("every long segment"):
-            out, _ = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
-        return out, long_spec, base, held, {"choice": "yes", "how": "--long-refit yes", **about}
+            out, end = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
+        report = {"choice": "yes", "how": "--long-refit yes", **about}
+        return out, long_spec, base, held, report, (end, m)
     chain = np.arange(pieces.ts.shape[0]) // m
     with fit_progress.fitting("held-out long segments aside"):
         train, closed = fit_chains(
@@ -289,10 +299,10 @@ def refit_long(
         **about,
     }
     if not keep:
-        return res, spec, plant, {}, report
+        return res, spec, plant, {}, report, None
     # from the train fit's start states (its chains closed at its estimate), every piece
     # weighing again
     pieces = eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), pieces, (closed.q0, closed.qd0, closed.p0))
     with fit_progress.fitting("every long segment"):
-        out, _ = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
-    return out, long_spec, base, held, report
+        out, end = fit_chains(base, long_spec, pieces, m, theta0=train.theta, **kw)
+    return out, long_spec, base, held, report, (end, m)

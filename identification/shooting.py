@@ -52,7 +52,15 @@ from jaxmb.identification.start_states import unknowns_scale
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.saved_programs import saved
 
-__all__ = ["PIECE_TIME", "linearized", "condensed", "chain_starts", "closed_chain", "fit_chains"]
+__all__ = [
+    "PIECE_TIME",
+    "linearized",
+    "condensed",
+    "chain_starts",
+    "closed_chain",
+    "fit_chains",
+    "start_vector",
+]
 
 PIECE_TIME = 1.0  # s: the longest piece (measured on the crane's 40 s log, one evaluation:
 # 4 x 10 s 14.6 s, 20 x 2 s 4.9 s, 40 x 1 s 3.8 s)
@@ -82,7 +90,7 @@ def internal_states(plant: HydraulicPlant) -> bool:
     )
 
 
-def _start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
+def start_vector(pieces: oe.Segments, n: int) -> Float[np.ndarray, "K z"]:
     """Every piece's start state ``(q, qd, p)`` in the scaled units (module docstring)."""
     x = np.concatenate(
         [np.asarray(pieces.q0), np.asarray(pieces.qd0), np.asarray(pieces.p0).reshape(
@@ -197,7 +205,7 @@ def closed_chain(
     plant = oe.strong_types(plant)
     for _ in range(MAX_CLOSINGS + 1):
         lin = linearized(theta, plant, spec, pieces, dt)
-        r, J, a, _ = condensed(lin, _start_vector(pieces, n), K)
+        r, J, a, _ = condensed(lin, start_vector(pieces, n), K)
         if not (np.all(np.isfinite(lin[1])) and np.all(np.isfinite(r))):
             return None
         if np.max(np.abs(a), initial=0.0) <= GAP_TOL:
@@ -290,7 +298,7 @@ def fit_chains(
 
     def evaluate(theta, segs):
         lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
-        r_, J_, a_, D_ = condensed(lin, _start_vector(segs, n), m)
+        r_, J_, a_, D_ = condensed(lin, start_vector(segs, n), m)
         S_, F_ = chain_starts(lin, m)
         history.append(0.5 * float(r_ @ r_))
         fit_progress.evaluation(len(history), history[-1])

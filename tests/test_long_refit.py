@@ -184,7 +184,7 @@ def test_closed_chains_of_pieces_are_the_long_segment(crane, span):
     gaps = []
     for _ in range(4):
         lin = shooting.linearized(theta, plant, spec, pieces)
-        r, J, a, D = shooting.condensed(lin, shooting._start_vector(pieces, n), 10)
+        r, J, a, D = shooting.condensed(lin, shooting.start_vector(pieces, n), 10)
         gaps.append(np.max(np.abs(a)))
         pieces = shooting.moved(pieces, a, n)
     assert gaps[0] > 0.1 and gaps[-1] < 1e-6  # the first piece's start is fixed: 0 step
