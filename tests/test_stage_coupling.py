@@ -81,3 +81,18 @@ def test_selector_map_is_the_derivative_of_the_plants_body_values():
     fd = np.stack([(values(p + h[k] * e) - values(p - h[k] * e)) / (2 * h[k])
                    for k, e in enumerate(np.eye(10))], axis=1)  # fmt: skip
     np.testing.assert_allclose(T, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max())
+
+
+def test_stage_1s_friction_is_held_where_stage_2_does_not_fit_it():
+    """A Stribeck cylinder takes stage 1's Coulomb force (its static force at the file's
+    ratio to it) and viscous coefficient: the static force is held even where stage 2 fits
+    the Coulomb force, each moving as the log of stage 1's value; a cylinder whose stage 1
+    Coulomb force is not positive, or that is not Stribeck, keeps the file's."""
+    names = ["friction.lift.F_c", "friction.lift.sigma", "friction.tilt.F_c"]
+    values = np.array([400.0, 900.0, -5.0])
+    fitted = ["friction.lift.F_c"]
+    held = coupling.held_selectors(names, values, fitted, stribeck=["lift", "tilt"])
+    assert held == ("friction.lift.F_s", "friction.lift.sigma")
+    assert coupling.held_selectors(names, values, fitted) == ()  # no Stribeck law
+    T = coupling.selector_map(held, names, values, {})
+    np.testing.assert_allclose(T, [[1 / 400.0, 0, 0], [0, 1 / 900.0, 0]])
