@@ -167,6 +167,7 @@ class _Fit:
     choices: dict
     stage1_offsets: dict  # stage 1's pressure-force offsets: which were kept, their values
     stage1_cross: np.ndarray | None  # (P, Q) Cov(theta, stage 1's values): `stage_coupling`
+    given_stage1: np.ndarray  # (P, P) theta's covariance given stage 1's values (stage 2's own)
     long_report: dict
     noise: dict  # each signal's residual scale (SI)
     pred: dict  # {log: its segment-wise prediction by the identified plant}
@@ -348,6 +349,7 @@ def _fit(
     # stage 1's bodies' uncertainty carried into stage 2's covariance (`stage_coupling`)
     compile_cache.relieve()
     progress("carrying stage 1's uncertainty into the covariance")
+    given_stage1 = np.asarray(res.covariance)
     res, stage1_cross = _carry_stage1(
         res, spec, stage1, base if chains else plant, chains or seg,
     )  # fmt: skip
@@ -374,6 +376,7 @@ def _fit(
         stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
         spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
         stage1_offsets=stage1_offsets, long_report=long_report, stage1_cross=stage1_cross,
+        given_stage1=given_stage1,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
         pred=predictions(lambda k: _under(res.plant, known[k], camp.body)),
         nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
@@ -637,7 +640,9 @@ def validate_log(machine: Machine, fit: _Fit, vlog: Log, vcols: dict, segment_ti
     fit), the file's plant's replay beside it, the RMSE the noise and the parameters'
     covariance lead one to expect (`drift.expected_rmse`) and the segment-wise prediction."""
     vplant_nominal = with_held(_plant_for(machine, vlog, fit.stage1), fit.held, vlog)
-    spec, theta, cov = fit.spec, np.array(fit.res.theta), np.array(fit.res.covariance)
+    # the replay holds stage 1's bodies at their estimate, with which stage 2's estimate moves
+    # together (`stage_coupling`): its drift is theta's spread given them, stage 2's own
+    spec, theta, cov = fit.spec, np.array(fit.res.theta), np.array(fit.given_stage1)
     if "payload_kg" in vlog.meta.get("conditions", {}) and "body.payload.mass" in spec.names:
         # its own payload stays as named: not a parameter of this replay (and a named 0 kg
         # has no log-scale reference)
