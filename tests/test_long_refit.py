@@ -228,7 +228,7 @@ def test_a_chains_first_start_state_is_fitted_with_theta(crane, span):
     """A 10 s chain whose first start state is wrong (its velocities 2 mrad/s off the run's,
     as a start estimated from the head samples alone can be, `start_states`), fitted to the
     run's own signals plus white noise (0.1 mrad, 0.3 bar, the residual scales):
-    `shooting.fit_chains` fits that start with theta, so theta comes out within its 99 %
+    `shooting.fit_chains` with ``free_starts`` fits that start with theta, so theta comes out within its 99 %
     ellipsoid about the file's values (theta 0, by the fit's own covariance) and the start
     velocities nearer the run's. Held at the wrong start, theta bent to explain the drift the
     run integrates from it: 29 in squared distance here, 1204 on the knuckle's 40 s log (21
@@ -245,7 +245,8 @@ def test_a_chains_first_start_state_is_fitted_with_theta(crane, span):
     qd0[0] += 2e-3
     pieces = eqx.tree_at(lambda s: (s.targets, s.qd0), pieces,
                          (jnp.asarray(noisy[0][idx]), jnp.asarray(qd0)))  # fmt: skip
-    chains, end = shooting.fit_chains(plant, spec, pieces, 10, theta0=np.zeros(len(spec)))
+    chains, end = shooting.fit_chains(plant, spec, pieces, 10, theta0=np.zeros(len(spec)),
+                                      free_starts=True)  # fmt: skip
     assert chains.success, chains.message
     theta = np.asarray(chains.theta)
     d2 = float(theta @ np.linalg.solve(chains.covariance, theta))
