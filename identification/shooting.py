@@ -296,16 +296,21 @@ def fit_chains(
         raise ValueError(f"fit_chains: theta0 must have shape ({len(spec)},), got {x0.shape}")
     compile_cache.relieve()  # as `output_error.fit`: below the kernel's memory-map limit
     live = np.any(np.asarray(pieces.weights) > 0, axis=1)  # chains held out do not count
-    P, C = len(spec), (K // m) * (2 * n + int(np.prod(pieces.p0.shape[1:])))
+    # the start states' columns only where they are fitted: held, they would cost a
+    # (N, P + C) Jacobian and its normal matrix every evaluation for columns masked out
+    z = 2 * n + int(np.prod(pieces.p0.shape[1:]))
+    P, C = len(spec), (K // m) * z * bool(free_starts)
     history: list[float] = []
     t0 = time.perf_counter()
 
     def evaluate(theta, segs):
         lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
         r_, J_, a_, D_ = condensed(lin, start_vector(segs, n), m)
-        S_, F_ = chain_starts(lin, m)
         history.append(0.5 * float(r_ @ r_))
         fit_progress.evaluation(len(history), history[-1])
+        if not C:
+            return r_, J_, a_, D_, None
+        S_, F_ = chain_starts(lin, m)
         return r_, np.concatenate([J_, S_.reshape(-1, C)], axis=1), a_, D_, F_
 
     def gap(a_):
@@ -313,15 +318,17 @@ def fit_chains(
 
     def start_step(a_, D_, F_, step):
         # every piece's start moves with theta (``D``) and with its chain's first start (``F``)
-        ds = np.repeat(step[P:].reshape(K // m, -1), m, axis=0)
+        if not C:
+            return a_ + D_ @ step[:P]
+        ds = np.repeat(step[P:].reshape(K // m, z), m, axis=0)
         return a_ + D_ @ step[:P] + np.einsum("kzy,ky->kz", F_, ds)
 
     theta, segs = x0, pieces
     lo = np.concatenate([x0 - bound, np.full(C, -np.inf)])
     hi = np.concatenate([x0 + bound, np.full(C, np.inf)])
     r, J, a, D, F = evaluate(theta, segs)
-    # a held-out chain's start columns are 0; without free starts every start column is out
-    seen = (np.linalg.norm(J, axis=0) > 0) & (np.arange(P + C) < P + C * free_starts)
+    # a held-out chain's start columns are 0 (and a parameter that moves nothing), so not fitted
+    seen = np.linalg.norm(J, axis=0) > 0
     cost, mu, success, message = history[-1], 1e-3, False, "max_evaluations reached"
     close = False
     while len(history) < max_evaluations:
