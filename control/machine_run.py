@@ -6,8 +6,12 @@ open-loop replay from the task's first waypoint (`table_replay`, `run_table`).
 The controller is `VDCController` over the decomposition of the machine's model into its
 bodies (`jaxmb.vdc.bodies`): it needs no segment frames, so joint axes, cylinder mounts and
 gravity may point wherever the files say. Gains: the file's ``[vdc]`` table over `GAINS`, then
-those given (a tuned gains file). Solver: Tsit5 at rtol 1e-6, atol 1e-8, as the crane's
-(`crane_run`, where the choice is measured).
+those given (a tuned gains file). The controller runs as on the machine: sampled at the file's
+rate (``[vdc] rate``, default 1 kHz) with its command held between samples, the plant
+integrated by RK4 at fixed steps of at most 1 ms that land on every sample
+(`jaxmb.simulation.zero_order_hold`). With ``rate = "continuous"`` it is the continuous-time
+loop of the papers, Tsit5 at rtol 1e-6, atol 1e-8, as the crane's (`crane_run`, where the
+choice is measured).
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate, start_position
 from jaxmb.simulation.integrate import refuse_delays
+from jaxmb.simulation.zero_order_hold import hold_options
 
 __all__ = [
     "machine_controller",
     "machine_closed_loop",
+    "loop_options",
+    "solver_note",
     "machine_gains",
     "tool_frame",
     "run_machine",
@@ -55,20 +62,47 @@ def machine_controller(machine, plant=None, gains: dict | None = None) -> VDCCon
     return VDCController(plant, None, machine.task.reference(), **machine_gains(machine, gains))
 
 
+def loop_options(sample_time: float | None) -> dict:
+    """`simulate`'s options for a machine's loop: the controller sampled every ``sample_time``
+    s (`hold_options`), or the continuous loop at the crane's tolerances (None)."""
+    if sample_time is None:
+        return {"rtol": RTOL, "atol": ATOL}
+    return hold_options(sample_time)
+
+
+def solver_note(sample_time: float | None) -> dict:
+    """What a report says of the loop `loop_options` runs."""
+    if sample_time is None:
+        return {"controller": "continuous", "solver": "tsit5", "rtol": RTOL, "atol": ATOL}
+    opts = hold_options(sample_time)
+    return {"controller": f"sampled at {1.0 / sample_time:g} Hz, zero-order hold",
+            "solver": "rk4", "fixed_step_s": opts["fixed_step"]}  # fmt: skip
+
+
 def machine_closed_loop(
-    plant, controller: VDCController, ts, *, q0=None, progress: bool = False, **options
+    plant,
+    controller: VDCController,
+    ts,
+    *,
+    q0=None,
+    progress: bool = False,
+    sample_time: float | None = None,
+    **options,
 ) -> Trajectory:
     """Simulate ``plant`` under ``controller`` from rest at ``q0`` (default the task's first
-    waypoint) with the pressures that hold it there, saving at ``ts``."""
+    waypoint) with the pressures that hold it there, saving at ``ts``: the controller sampled
+    every ``sample_time`` s (`loop_options`; ``ts`` on its instants), or continuous (None)."""
     q0 = start_position(controller.reference) if q0 is None else jnp.asarray(q0, dtype=float)
-    opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
+    opts = {**loop_options(sample_time), "max_steps": 500_000, **options}
     return simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), ts, progress=progress,
         **opts,
     )  # fmt: skip
 
 
-def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False) -> Trajectory:
+def closed_loop_run(
+    plant, controller: VDCController, ts, progress: bool = False, sample_time: float | None = None
+) -> Trajectory:
     """`machine_closed_loop` compiled once for every plant, controller and save grid of the
     same shapes (all three are arguments; weak types made strong, `strong_types`, so that a
     file's payload and a sampled one share the program), solver failures returned, not
@@ -78,13 +112,15 @@ def closed_loop_run(plant, controller: VDCController, ts, progress: bool = False
     # (`jaxmb.simulation.controller.pass_sharing`); a flattened copy would be another object
     same = controller.plant is plant
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
-    return _closed_loop_run(plant, controller, ts, progress=progress)
+    return _closed_loop_run(plant, controller, ts, progress=progress, sample_time=sample_time)
 
 
 @saved
-def _closed_loop_run(plant, controller, ts, progress):
+def _closed_loop_run(plant, controller, ts, progress, sample_time):
     plant = controller.plant if plant is None else plant
-    return machine_closed_loop(plant, controller, ts, progress=progress, throw=False)
+    return machine_closed_loop(
+        plant, controller, ts, progress=progress, sample_time=sample_time, throw=False
+    )
 
 
 def _payload(plant) -> dict:
@@ -122,19 +158,23 @@ def run_machine(
     # quiet: one compiled program, reused by every later run of the same shapes in this
     # process (plant, controller and grid are its arguments); with the bar, `simulate`'s
     # chunks (see control.crane_run)
+    h = machine.sample_time
+    if h is not None and abs(dt_save / h - round(dt_save / h)) > 1e-6 * dt_save / h:
+        raise ValueError(
+            f"machine file {machine.path}: the saved rows ({dt_save} s apart) must fall on the "
+            f"controller's samples ([vdc] rate = {machine.rate:g} Hz): a multiple of {h:g} s"
+        )
     if progress:
-        tr = machine_closed_loop(plant, controller, ts, progress=True, throw=False)
+        tr = machine_closed_loop(plant, controller, ts, progress=True, sample_time=h, throw=False)
     else:
-        tr = closed_loop_run(plant, controller, ts)
+        tr = closed_loop_run(plant, controller, ts, sample_time=h)
     extra = {
         "machine": machine.name,
         "mode": "closed loop: VDC (Petrovic & Mattila eqs. (90)-(91), required forces by virtual "
         "power over the bodies) on the machine file's [task]",
         "gains": {k: jnp.asarray(getattr(controller, k)).tolist() for k in GAINS},
         **_payload(plant),
-        "rtol": RTOL,
-        "atol": ATOL,
-        "solver": "tsit5",
+        **solver_note(h),
     }
     tool = tool_frame(machine)
     return write_machine_report(

@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from jaxmb.control.crane_run import ATOL as CRANE_ATOL
 from jaxmb.control.crane_run import RTOL as CRANE_RTOL
-from jaxmb.control.machine_run import machine_controller
+from jaxmb.control.machine_run import loop_options, machine_controller
 from jaxmb.control.robust import RobustController
 from jaxmb.control.sampling import (
     Distribution,
@@ -277,6 +277,8 @@ class MachineStudy(_Study):
         q0: the nominal initial position (the task's first waypoint), rad or m.
         kinematics_fixed: no sampled parameter is geometry, so every sample's plant has the
             nominal kinematics, the controller's model's (`controller_on`).
+        sample_time: the controller's sampling interval (s; the machine file's ``[vdc]
+            rate``), or None for the continuous loop, which the ``[solver]`` options run.
     """
 
     plant: object
@@ -285,6 +287,16 @@ class MachineStudy(_Study):
     # no sampled parameter is geometry (`HydraulicPlant.kinematic_nodes`): every sample's
     # plant has the nominal plant's kinematics, which are the controller's model's
     kinematics_fixed: bool = eqx.field(static=True, default=False)
+    sample_time: float | None = eqx.field(static=True, default=None)
+
+    def solve_options(self, options: SolverOptions) -> dict:
+        """`simulate`'s options of a sample's loop: the machine's sampled controller at fixed
+        steps (`machine_run.loop_options`), or ``options``' adaptive solve where it is
+        continuous; ``max_steps`` from ``options`` either way."""
+        if self.sample_time is not None:
+            return {**loop_options(self.sample_time), "max_steps": options.max_steps}
+        return {"rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
+                "dtmin": options.dtmin, "solver": options.method}  # fmt: skip
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -337,8 +349,7 @@ class MachineStudy(_Study):
         o = self.options
         tr = simulate(
             plant, controller, controller.reference, q0, jnp.zeros_like(q0), self.ts, throw=False,
-            rtol=o.rtol, atol=o.atol, max_steps=o.max_steps, dtmin=o.dtmin, solver=o.method,
-            adjoint=adjoint,
+            adjoint=adjoint, **self.solve_options(o),
         )  # fmt: skip
         return plant, tr
 
@@ -413,6 +424,15 @@ def machine_study(
                if n.split(".")[0] != "initial_error"}  # fmt: skip
     geometry = {id(x) for x in jax.tree.leaves(plant.kinematic_nodes())}
     ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
+    h = machine.sample_time
+    if h is not None:  # every saved row on a sample: there the held command is the row's
+        k = np.asarray(ts) / h
+        if np.any(np.abs(k - np.round(k)) > 1e-6):
+            raise ValueError(
+                f"[solver] dt_save = {options.dt_save:g} s and the horizon {t_final:g} s must be "
+                f"multiples of the controller's sampling interval {h:g} s (machine file "
+                f"{machine.path}: [vdc] rate = {machine.rate:g} Hz)"
+            )
     study = MachineStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),
@@ -423,5 +443,6 @@ def machine_study(
         ts=ts,
         q0=q0,
         kinematics_fixed=geometry.isdisjoint(sampled),
+        sample_time=h,
     )
     return study, controller

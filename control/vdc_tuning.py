@@ -99,8 +99,7 @@ def vdc_tuning_terms(
     controller = study.controller_on(controller, plant)
     tr = simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), study.ts, throw=False,
-        rtol=options.rtol, atol=options.atol, max_steps=options.max_steps, dtmin=options.dtmin,
-        adjoint=adjoint,
+        adjoint=adjoint, **study.solve_options(options),
     )  # fmt: skip
     acts = plant.actuators
     u_max = jnp.stack([a.valve.u_max for a in acts])

@@ -73,6 +73,10 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     [vdc]                             # optional: VDC gains (jaxmb.control.machine_run.GAINS
     lam = 10.0                        # for those not given); a number, or one per coordinate
     k_x = [3e-2, 3e-2]                # (lam) or cylinder (k_x, k_f); k_v, k_0 are numbers
+    rate = 1000.0                     # Hz (default): the controller samples the state and
+                                      # holds its command until the next sample (zero-order
+                                      # hold), as on the machine; "continuous" for the
+                                      # continuous-time loop of the papers
 
     [log]                             # optional: the log's names for the plant's signals
     columns = { q1 = "boom_angle", p_a_lift = "P1" }    # plant name = log column
@@ -125,7 +129,13 @@ __all__ = [
     "BUILTIN",
     "machine_path",
     "weigh_payload",
+    "CONTROL_RATE",
 ]
+
+# Hz: a machine's controller samples at this rate unless its file says otherwise (``[vdc]
+# rate``), the usual rate of a mobile machine's controller and the step of Petrovic & Mattila's
+# own fixed-step runs
+CONTROL_RATE = 1000.0
 
 # the machines that ship with jaxmb, as files in jaxmb/models/machines (loaded like any other)
 BUILTIN = {"crane": "lift_tilt_crane.toml"}
@@ -153,7 +163,7 @@ _TABLES = {
     "valves": None,
     "log": {"columns", "units", "offsets"},
     "task": {"waypoints", "segment_time", "hold"},
-    "vdc": {"lam", "k_v", "k_0", "k_x", "k_f"},
+    "vdc": {"lam", "k_v", "k_0", "k_x", "k_f", "rate"},
 }
 _CYLINDER_KEYS = {
     "base",
@@ -256,6 +266,8 @@ class Machine:
         command_units: ``{actuator: unit}`` of each valve command.
         task: the file's waypoint task (None without ``[task]``).
         gains: the file's VDC gains (``[vdc]``), as given.
+        rate: the controller's sampling rate (Hz, ``[vdc] rate``, default `CONTROL_RATE`), or
+            None for the continuous-time loop (``rate = "continuous"``).
         urdf_path: the URDF beside it.
     """
 
@@ -270,6 +282,12 @@ class Machine:
     task: Task | None = None
     gains: Mapping[str, object] = field(default_factory=dict)
     urdf_path: Path | None = None
+    rate: float | None = CONTROL_RATE
+
+    @property
+    def sample_time(self) -> float | None:
+        """The controller's sampling interval (s), None for the continuous loop."""
+        return None if self.rate is None else 1.0 / self.rate
 
     @property
     def model(self) -> Model:
@@ -530,7 +548,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
     plant = HydraulicPlant(model, actuators, logged=logged)
     columns, units, offsets = _log_tables(where, doc, plant)
     task = _task(where, doc, plant)
-    gains = _gains(where, doc, plant)
+    gains, rate = _gains(where, doc, plant)
     return Machine(
         name=name,
         path=path,
@@ -543,6 +561,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         task=task,
         gains=gains,
         urdf_path=urdf_path,
+        rate=rate,
     )
 
 
@@ -592,8 +611,21 @@ def _task(where: _Where, doc: Mapping, plant) -> Task | None:
     )
 
 
-def _gains(where: _Where, doc: Mapping, plant) -> dict:
-    t = where.table(doc, "vdc", _TABLES["vdc"], required=False) or {}
+def _gains(where: _Where, doc: Mapping, plant) -> tuple[dict, float | None]:
+    """The ``[vdc]`` table's gains and its controller's rate (Hz; None: continuous)."""
+    t = dict(where.table(doc, "vdc", _TABLES["vdc"], required=False) or {})
+    rate = t.pop("rate", CONTROL_RATE)
+    if rate == "continuous":
+        rate = None
+    elif not (
+        isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate)
+        and rate > 0
+    ):  # fmt: skip
+        raise where.error(
+            "vdc", "rate", f'expected a sampling rate in Hz > 0 or "continuous", got {rate!r}'
+        )
+    else:
+        rate = float(rate)
     sizes = {
         "lam": plant.n,
         "k_v": 0,
@@ -613,7 +645,7 @@ def _gains(where: _Where, doc: Mapping, plant) -> dict:
             want = "a number > 0" + (f" or {n} of them" if n else "")
             raise where.error("vdc", k, f"expected {want}, got {v!r}")
         out[k] = [float(x) for x in v] if isinstance(v, list) else float(v)
-    return out
+    return out, rate
 
 
 def _tables(where: _Where, doc: Mapping, name: str):

@@ -50,6 +50,7 @@ from jaxmb.simulation.references import desired_state
 from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
 from jaxmb.simulation.sensitivities import SharedJacobianForwardMode, plant_field
+from jaxmb.simulation.zero_order_hold import SNAP, ZeroOrderHold
 
 __all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
@@ -147,6 +148,7 @@ def simulate(
     actuator_state0: Mapping | None = None,
     fixed_step: float | None = None,
     dtmin: float | None = None,
+    sample_time: float | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -224,6 +226,14 @@ def simulate(
             smaller one fails at once instead of spending ``max_steps`` on rejected steps, as it
             does when the state leaves the model's domain inside `jaxmb.multibody.checks.failures_as_nan`
             (batched studies). None: no minimum.
+        sample_time: run the controller as a digital one, sampled every ``sample_time`` s
+            from ``ts[0]`` with its command held in between (zero-order hold,
+            `jaxmb.simulation.zero_order_hold`), as a machine's controller runs at a fixed
+            rate; None (default): the continuous loop, the controller evaluated at every
+            stage. Steps land on every sampling instant: ``fixed_step`` must divide
+            ``sample_time``; adaptive steps are clipped to the instants (``ts`` concrete
+            then). ``ts`` must lie on instants, where the saved ``u`` is the command held
+            after them. A feedback controller without its own state only.
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -321,6 +331,8 @@ def simulate(
     jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     if isinstance(solver, RK4) and fixed_step is None:
         raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
+    if sample_time is not None:
+        _check_sampling(sample_time, fixed_step, ts, controller, stateful)
     if fixed_step is not None:
         if not (fixed_step > 0 and np.isfinite(fixed_step)):
             raise ValueError(f"simulate: fixed_step must be > 0 s and finite, got {fixed_step}")
@@ -332,6 +344,12 @@ def simulate(
         controller_ = diffrax.PIDController(
             rtol=rtol, atol=atol, jump_ts=jump_ts, dtmin=dtmin, force_dtmin=dtmin is None
         )
+        if sample_time is not None:  # no step straddles a sampling instant
+            t = np.asarray(ts)
+            k = int(round((t[-1] - t[0]) / sample_time))
+            instants = t[0] + sample_time * np.arange(1, k + 1)
+            controller_ = diffrax.ClipStepSizeController(controller_, step_ts=instants)
+            dt0 = sample_time if dt0 is None else dt0
     solve = _Solve(
         solver,
         controller_,
@@ -341,10 +359,11 @@ def simulate(
         progress,
         adjoint or diffrax.RecursiveCheckpointAdjoint(),
     )
-    if actuated or stateful:
+    if actuated or stateful or sample_time is not None:
         return _simulate_with_states(
             plant, controller, reference, q0, qd0, ts, dist, solve,
             correction=correction, inertia=inertia, actuator_state0=actuator_state0,
+            sample_time=sample_time,
         )  # fmt: skip
 
     def loads(t, q, qd):
@@ -437,6 +456,45 @@ def _checked_times(ts):
     return ts
 
 
+def _check_sampling(sample_time, fixed_step, ts, controller, stateful: bool) -> None:
+    """Refuse a ``sample_time`` that `simulate` cannot hold exactly, naming the option."""
+    if isinstance(sample_time, bool) or not isinstance(sample_time, int | float | np.floating):
+        raise ValueError(
+            f"simulate: sample_time must be a number of seconds, got {type(sample_time).__name__}"
+        )
+    if not (sample_time > 0 and np.isfinite(sample_time)):
+        raise ValueError(f"simulate: sample_time must be > 0 s and finite, got {sample_time}")
+    if stateful or isinstance(controller, CommandTable):
+        what = "a stateful controller" if stateful else "a replay of logged commands"
+        raise ValueError(
+            f"simulate: sample_time: {what} is not sampled (it is a feedback controller without "
+            "its own state that runs at a rate)"
+        )
+    if fixed_step is not None:
+        ratio = sample_time / fixed_step
+        if not (ratio >= 1 - SNAP and abs(ratio - round(ratio)) <= SNAP * ratio):
+            raise ValueError(
+                f"simulate: fixed_step ({fixed_step} s) must divide sample_time "
+                f"({sample_time} s): no step may straddle a sampling instant"
+            )
+    try:
+        t = np.asarray(ts)
+    except jax.errors.TracerArrayConversionError:
+        if fixed_step is None:
+            raise ValueError(
+                "simulate: sample_time with adaptive steps clips them to the sampling instants, "
+                "which needs concrete ts; give fixed_step (dividing sample_time) inside a trace"
+            ) from None
+        return
+    k = (t - t[0]) / sample_time
+    off = np.abs(k - np.round(k)) > SNAP
+    if off.any():
+        raise ValueError(
+            f"simulate: ts must lie on the sampling instants ts[0] + k * sample_time "
+            f"({sample_time} s): ts[{int(np.argmax(off))}] = {t[np.argmax(off)]} does not"
+        )
+
+
 def _controller_output(shape_of_output, desired_at, t0):
     """``shape_of_output()``, the shape of the controller's output at t0, or a clear error when
     the controller cannot be evaluated on the reference's output (the usual cause: they
@@ -467,6 +525,9 @@ class _Solve(NamedTuple):
     throw: bool
     progress: bool
     adjoint: diffrax.AbstractAdjoint
+    # the field's ``args``: None, or a sampled loop's command shape (zeros), which diffrax's
+    # own look at the field sees; each step's is the held command (`ZeroOrderHold`)
+    args: object = None
 
     def chunked(self, y0, ts) -> bool:
         """Whether this solve runs in chunks with its progress bar drawn from Python: asked for
@@ -507,6 +568,7 @@ class _Solve(NamedTuple):
             throw=self.throw,
             progress_meter=meter,
             adjoint=self.adjoint,
+            args=self.args,
         )
 
 
@@ -549,9 +611,9 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
         # chunk, not constants in it: XLA's constant folding over a whole plant takes
         # minutes, and the cached program then serves any parameters of the same shapes
         t0 = jnp.asarray(t[0])
-        vector_field = eqx.filter_closure_convert(vector_field, t0, y0, None)
+        vector_field = eqx.filter_closure_convert(vector_field, t0, y0, opts.args)
         if save_fn is not None:
-            save_fn = eqx.filter_closure_convert(save_fn, t0, y0, None)
+            save_fn = eqx.filter_closure_convert(save_fn, t0, y0, opts.args)
         run = _chunk
     bar = tqdm(total=float(t[-1] - t[0]), desc="simulate", unit="s", leave=False,
                bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")  # fmt: skip
@@ -596,6 +658,7 @@ def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts):
         max_steps=opts.max_steps,
         throw=False,
         adjoint=opts.adjoint,
+        args=opts.args,
     )
     ys, y_end = sol.ys
     return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
@@ -652,6 +715,7 @@ class _ClosedLoop(eqx.Module):
     sharing: str | None = eqx.field(
         static=True, default=None
     )  # `jaxmb.simulation.controller.pass_sharing`
+    sampled: bool = eqx.field(static=True, default=False)  # the command held: the field's args
 
     @property
     def actuated(self) -> bool:
@@ -681,7 +745,6 @@ class _ClosedLoop(eqx.Module):
         return jnp.asarray(u), dc, desired
 
     def vector_field(self, t, y, args):
-        del args
         plant, n = self.plant, self.plant.n
         yp, c = y
         yp = jax.tree.map(jnp.multiply, yp, self.scale)
@@ -691,7 +754,10 @@ class _ClosedLoop(eqx.Module):
             t = jnp.asarray(t, dtype=float)  # one signature, as `command_at`'s
             dyp, _ = one_pass_field(plant, self.controller, t, yp, forces, wrenches, self.sharing)
             return jax.tree.map(jnp.divide, dyp, self.scale), c
-        u, dc, _ = self.command_at(t, yp, c)
+        if self.sampled:  # held by `ZeroOrderHold` since the last sampling instant
+            u, dc = args, jnp.zeros_like(c)
+        else:
+            u, dc, _ = self.command_at(t, yp, c)
         if isinstance(self.controller, CommandTable):  # a replay: the log's supply, if it has it
             plant = self.controller.supplied(plant, t)
         if self.actuated:
@@ -706,6 +772,12 @@ class _ClosedLoop(eqx.Module):
                 qdd = forward_dynamics(plant, q, qd, tau, wrenches)
             dyp = (qd, qdd)
         return jax.tree.map(jnp.divide, dyp, self.scale), dc
+
+    def held(self, t, y):
+        """The command a sampled controller sends at an instant, from the solver's (scaled)
+        state (`ZeroOrderHold`)."""
+        yp, c = y
+        return self.command_at(t, jax.tree.map(jnp.multiply, yp, self.scale), c)[0]
 
     def corrected(self, t, y, args):
         """The saved state on the constraint manifold (a mechanical plant: scale 1)."""
@@ -746,7 +818,9 @@ class _ClosedLoop(eqx.Module):
             u=u,
             q_d=q_d,
             qd_d=qd_d,
-            success=sol.result == diffrax.RESULTS.successful,
+            # a fixed-step solve goes on through a state outside the model (NaN inside
+            # `failures_as_nan`): its rows say it failed, not diffrax's result alone
+            success=(sol.result == diffrax.RESULTS.successful) & ok.all(),
             num_steps=sol.stats["num_accepted_steps"],
             coordinate_names=plant.coordinate_names,
             command_names=plant.command_names if self.actuated else (),
@@ -758,7 +832,7 @@ class _ClosedLoop(eqx.Module):
 
 def _simulate_with_states(
     plant, controller, reference, q0, qd0, ts, dist, solve: _Solve, *,
-    correction, inertia, actuator_state0,
+    correction, inertia, actuator_state0, sample_time=None,
 ):  # fmt: skip
     """`simulate` for a plant with actuator states and/or a controller with its own state
     (`_ClosedLoop`)."""
@@ -777,7 +851,9 @@ def _simulate_with_states(
         plant, controller, reference, dist, jax.lax.stop_gradient(scale), yp0, jnp.zeros(0),
         None, inertia,
         shared_jacobian,
-        None if stateful or shared_jacobian else pass_sharing(plant, controller, dist),
+        None if stateful or shared_jacobian or sample_time is not None
+        else pass_sharing(plant, controller, dist),
+        sample_time is not None,
     )  # fmt: skip
     if stateful:
         c0 = controller.init(ts[0], loop.as_dict(yp0), loop.desired_at(ts[0]))
@@ -800,5 +876,9 @@ def _simulate_with_states(
         loop = dataclasses.replace(loop, corrector=solver)
         saveat = diffrax.SaveAt(ts=ts, fn=loop.corrected)
 
+    if sample_time is not None:
+        inner = solve.solver if solver is None else solver
+        solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0])
+        solve = solve._replace(args=jnp.zeros(u0.shape))
     y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)
     return solve.finish(loop.trajectory, solve(loop.vector_field, y0, ts, saveat, solver))

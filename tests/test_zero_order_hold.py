@@ -1,0 +1,142 @@
+"""A controller sampled inside `simulate` (``sample_time``, `jaxmb.simulation.zero_order_hold`):
+against the exact discretisation of a sampled PD loop on a mass, by fixed and adaptive steps
+and in the progress bar's chunks; its distance to the continuous loop, first order in the
+sampling interval; the gradient through it against central differences; bad options."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmb import Body, Frame, Model
+from jaxmb.simulation import AbstractStatefulController, CommandTable, simulate
+from jaxmb.simulation.zero_order_hold import MAX_STEP, hold_options
+
+M, KP, KD = 2.0, 40.0, 3.0
+
+
+@pytest.fixture(scope="module")
+def mass():
+    return Model(
+        [Frame("b", joint="prismatic", axis=[1, 0, 0], coordinate="x")],
+        [Body("b", "b", M, [0, 0, 0], np.eye(3) * 0.1)],
+        gravity=[0, 0, 0],
+    )
+
+
+def pd(t, q, qd, desired):
+    return -KP * q - KD * qd
+
+
+def exact(h: float, steps: int, x0=0.3, kp=KP):
+    """The sampled PD loop's exact discretisation: between samples x'' = u / M with u held."""
+    Ad = np.array([[1.0, h], [0.0, 1.0]])
+    Bd = np.array([h**2 / (2 * M), h / M])
+    s, xs = np.array([x0, 0.0]), []
+    for _ in range(steps + 1):
+        xs.append(s)
+        s = Ad @ s + Bd * (-kp * s[0] - KD * s[1])
+    return np.array(xs)
+
+
+def run(model, ts, **opts):
+    return simulate(model, pd, None, jnp.array([0.3]), jnp.zeros(1), ts, **opts)
+
+
+def test_sampled_loop_is_the_exact_discretisation(mass):
+    """RK4 is exact on the held command's quadratic, so every way of integrating between the
+    samples gives the closed form: fixed steps of h and h / 4, adaptive Tsit5 steps clipped to
+    the instants, and the progress bar's chunks; ``u`` is the command held after each row."""
+    h = 0.01
+    ts = jnp.arange(101) * h
+    xs = exact(h, 100)
+    runs = {
+        "rk4 h": run(mass, ts, solver="rk4", fixed_step=h, sample_time=h),
+        "rk4 h/4": run(mass, ts, solver="rk4", fixed_step=h / 4, sample_time=h),
+        "tsit5 clipped": run(mass, ts, sample_time=h, rtol=1e-10, atol=1e-12),
+        "chunks": run(mass, ts, solver="rk4", fixed_step=h, sample_time=h, progress=True),
+    }
+    for name, tr in runs.items():
+        assert bool(tr.success), name
+        np.testing.assert_allclose(tr.q[:, 0], xs[:, 0], atol=1e-10, err_msg=name)
+        np.testing.assert_allclose(tr.qd[:, 0], xs[:, 1], atol=1e-10, err_msg=name)
+        np.testing.assert_allclose(tr.u[:, 0], -KP * xs[:, 0] - KD * xs[:, 1], atol=1e-9)
+    assert int(runs["rk4 h/4"].num_steps) == 400
+    # saved every fifth sample: the same rows
+    sparse = run(mass, ts[::5], solver="rk4", fixed_step=h, sample_time=h)
+    np.testing.assert_allclose(sparse.q[:, 0], xs[::5, 0], atol=1e-10)
+
+
+def test_sampled_loop_tends_to_the_continuous_one_at_first_order(mass):
+    """The hold delays the command by h / 2 on average: the distance to the continuous loop
+    halves with h (ratios 2 within 10 %)."""
+    ts = jnp.linspace(0.0, 1.0, 41)
+    cont = run(mass, ts, rtol=1e-11, atol=1e-13)
+    gaps = []
+    for h in (0.025, 0.0125, 0.00625):
+        tr = run(mass, ts, sample_time=h, **{k: v for k, v in hold_options(h).items()
+                                             if k != "sample_time"})  # fmt: skip
+        gaps.append(float(jnp.max(jnp.abs(tr.q - cont.q))))
+    assert gaps[0] > 1e-3  # the hold is seen
+    np.testing.assert_allclose(np.array(gaps[:-1]) / np.array(gaps[1:]), 2.0, rtol=0.1)
+
+
+def test_gradient_through_the_sampled_loop_matches_central_differences(mass):
+    """d/dkp of the final position, reverse mode through the held commands, against central
+    differences of the exact discretisation (independent of the solver)."""
+    h, steps = 0.01, 50
+    ts = jnp.arange(steps + 1) * h
+
+    def final(kp):
+        tr = simulate(mass, lambda t, q, qd, d: -kp * q - KD * qd, None, jnp.array([0.3]),
+                      jnp.zeros(1), ts, **hold_options(h))  # fmt: skip
+        return tr.q[-1, 0]
+
+    grad = float(jax.grad(final)(KP))
+    eps = 1e-4
+    fd = (exact(h, steps, kp=KP + eps)[-1, 0] - exact(h, steps, kp=KP - eps)[-1, 0]) / (2 * eps)
+    assert grad == pytest.approx(fd, rel=1e-6)
+
+
+def test_hold_options_step_within_a_millisecond_and_dividing_the_interval():
+    assert hold_options(1e-3) == {"solver": "rk4", "fixed_step": 1e-3, "sample_time": 1e-3}
+    o = hold_options(2.5e-3)
+    assert o["fixed_step"] <= MAX_STEP and 2.5e-3 / o["fixed_step"] == pytest.approx(3.0)
+    assert hold_options(2e-4)["fixed_step"] == 2e-4
+
+
+class _Integrating(AbstractStatefulController):
+    def init(self, t0, y0, desired0):
+        return jnp.zeros(1)
+
+    def __call__(self, t, y, desired, c):
+        return -y["q"], y["q"]
+
+
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ({"sample_time": -1e-3}, "sample_time must be > 0"),
+        ({"sample_time": float("nan")}, "sample_time must be > 0"),
+        ({"sample_time": 1e-2, "solver": "rk4", "fixed_step": 3e-3}, "must divide sample_time"),
+        ({"sample_time": 1e-2, "solver": "rk4", "fixed_step": 2e-2}, "must divide sample_time"),
+        ({"sample_time": 0.03, "solver": "rk4", "fixed_step": 0.01}, r"ts\[1\] = 0.05"),
+    ],
+)
+def test_bad_sampling_options_are_named(mass, opts, match):
+    with pytest.raises(ValueError, match=match):
+        run(mass, jnp.arange(11) * 0.05, **opts)
+
+
+def test_a_sampling_interval_that_is_no_number_is_refused_by_its_annotation(mass):
+    with pytest.raises(TypeError, match="sample_time"):
+        run(mass, jnp.arange(11) * 0.05, sample_time="1ms")
+
+
+def test_a_stateful_controller_or_a_replay_is_not_sampled(mass):
+    ts = jnp.linspace(0.0, 0.1, 11)
+    with pytest.raises(ValueError, match="sample_time: a stateful controller is not sampled"):
+        simulate(mass, _Integrating(), None, jnp.zeros(1), jnp.zeros(1), ts, sample_time=0.01)
+    table = CommandTable(ts, jnp.zeros((11, 1)), ("x",))
+    with pytest.raises(ValueError, match="sample_time: a replay of logged commands"):
+        simulate(mass, table, None, jnp.zeros(1), jnp.zeros(1), ts, sample_time=0.01)
