@@ -254,6 +254,8 @@ def build_study(cfg: dict, *, samples: int | None = None, chunk: int | None = No
     description["study"] = {k: v for k, v in st.items() if k not in ("samples", "chunk")}
     description["controller"] = {k: v for k, v in gains.items()}
     description["study"].update(identity)  # rows of other files' versions must not mix with these
+    h = getattr(study, "sample_time", None)  # rows of the continuous loop neither
+    description["study"]["loop"] = "continuous" if h is None else f"sampled every {h:g} s"
     if drawn is not None:
         _check_identified(drawn[0], drawn[2], study.plant)
         description["study"]["covariance_sha256"] = drawn[1]

@@ -40,8 +40,11 @@ def ranked():
 def test_derivatives_match_central_differences(ranked):
     """Every column of the forward-mode Jacobian of the error and pressure series against
     central differences of the study's own closed loop (steps of 1e-3 in the edge's log and
-    of the bulk modulus, 0.1 kg): within 1 % of each series' largest change, the smallest
-    cross-couplings included (measured: at most 0.2 %)."""
+    of the bulk modulus, 0.01 kg): within 1 % of each series' largest change, the smallest
+    cross-couplings included (measured: at most 0.4 %). Not 0.1 kg: 0.1 kg more payload turns
+    the first held command of the lift valve (9e-4 V) negative, where its flow switches edges,
+    a kink that a command held for a sample shows in the next row (forward and backward
+    differences there 4339 and 4208 Pa/kg, forward mode 4208; at 0.01 kg all three agree)."""
     study, controller, r = ranked
     # the loop the ranking ran: the study's at the ranking's tolerances
     options = dataclasses.replace(study.options, rtol=ur.RTOL, atol=ur.ATOL)
@@ -51,7 +54,7 @@ def test_derivatives_match_central_differences(ranked):
     v0 = np.asarray(study.nominal_values, float)
     np.testing.assert_allclose(run(jnp.asarray(v0)), r["series"], rtol=1e-9, atol=1e-9)
     log = [p.kind == "lognormal" for p in study.distribution.parameters]
-    for k, (h, is_log) in enumerate(zip([1e-3, 1e-3 * v0[1], 0.1], log, strict=True)):
+    for k, (h, is_log) in enumerate(zip([1e-3, 1e-3 * v0[1], 0.01], log, strict=True)):
         plus, minus = v0.copy(), v0.copy()
         plus[k] = v0[k] * np.exp(h) if is_log else v0[k] + h
         minus[k] = v0[k] * np.exp(-h) if is_log else v0[k] - h

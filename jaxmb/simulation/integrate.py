@@ -878,6 +878,13 @@ def _simulate_with_states(
 
     if sample_time is not None:
         inner = solve.solver if solver is None else solver
+        if (
+            isinstance(solve.adjoint, diffrax.ForwardMode)
+            and getattr(inner, "scan_kind", 0) is None
+        ):
+            # what diffrax's forward mode does to a bare Runge-Kutta solver (its stages then
+            # a plain scan, which forward mode differentiates), done here to the wrapped one
+            inner = eqx.tree_at(lambda s: s.scan_kind, inner, "lax", is_leaf=lambda x: x is None)
         solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0])
         solve = solve._replace(args=jnp.zeros(u0.shape))
     y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)

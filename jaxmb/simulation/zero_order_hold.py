@@ -18,9 +18,8 @@ command is a carry of the solve, not a host-side buffer, so reverse mode, forwar
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
+from collections.abc import Callable
 
 import diffrax
 import jax
@@ -68,6 +67,13 @@ class ZeroOrderHold(diffrax.AbstractWrappedSolver):
     command: Callable
     h: float
     t_start: jax.Array
+
+    @property
+    def scan_kind(self):
+        # diffrax's forward mode asks a Runge-Kutta solver for it (the wrapper answers
+        # isinstance checks as its solver, `diffrax.AbstractWrappedSolver`); `simulate` sets
+        # the wrapped solver's to "lax" under forward mode before wrapping it
+        return getattr(self.solver, "scan_kind", None)
 
     @property
     def term_structure(self):
