@@ -432,6 +432,16 @@ BAD_FILES = {
     ),
     "vdc gain not positive": ("[task]", "[vdc]\nk_x = -1.0\n\n[task]", r"\[vdc\] key 'k_x'"),
     "vdc gain per cylinder": ("[task]", "[vdc]\nk_f = [1e-7, 1e-7]\n\n[task]", r"or 3 of them"),
+    "controller rate not positive": (
+        "[task]",
+        "[vdc]\nrate = 0.0\n\n[task]",
+        r"\[vdc\] key 'rate': expected a sampling rate in Hz > 0 or \"continuous\", got 0.0",
+    ),
+    "controller rate as text": (
+        "[task]",
+        '[vdc]\nrate = "1 kHz"\n\n[task]',
+        r"\[vdc\] key 'rate': expected a sampling rate",
+    ),
     "offset of a signal the machine lacks": (
         'units = { p_a_lift = "bar", p_b_lift = "bar" }',
         'units = { p_a_lift = "bar", p_b_lift = "bar" }\noffsets = { p_a_lfit = 0.4 }',
@@ -476,6 +486,17 @@ def test_bad_machine_files_are_refused_by_name(case, tmp_path):
     with pytest.raises(MachineFileError, match=message) as err:
         load_machine(bad)
     assert str(bad) in str(err.value)
+
+
+def test_the_controller_rate_is_read_from_the_vdc_table(tmp_path):
+    """``[vdc] rate``: 1 kHz by default, any rate in Hz, or "continuous" (no sampling)."""
+    assert load_machine(KNUCKLE).rate == 1000.0 and load_machine(KNUCKLE).sample_time == 1e-3
+    (tmp_path / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
+    for given, rate, h in (("400", 400.0, 2.5e-3), ('"continuous"', None, None)):
+        path = tmp_path / "machine.toml"
+        path.write_text(KNUCKLE.read_text().replace("[task]", f"[vdc]\nrate = {given}\n\n[task]"))
+        machine = load_machine(path)
+        assert machine.rate == rate and machine.sample_time == h and machine.gains == {}
 
 
 def test_a_cylinder_with_no_valve_is_refused(tmp_path):
