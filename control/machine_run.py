@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.compile_cache import strong_types
 from jaxmb.control.crane_run import ATOL, GAINS, RTOL, control_series
@@ -70,6 +72,19 @@ def loop_options(sample_time: float | None) -> dict:
     return hold_options(sample_time)
 
 
+def step_budget(ts, sample_time: float | None, least: int) -> int:
+    """``max_steps`` for a machine's loop over ``ts``: ``least``, or what the sampled loop's
+    fixed steps need where that is more (a long task; traced ``ts``: ``least``)."""
+    if sample_time is None:
+        return least
+    try:
+        t = np.asarray(ts)
+    except jax.errors.TracerArrayConversionError:
+        return least
+    step = hold_options(sample_time)["fixed_step"]
+    return max(least, int(np.ceil((t[-1] - t[0]) / step)) + 10)
+
+
 def solver_note(sample_time: float | None) -> dict:
     """What a report says of the loop `loop_options` runs."""
     if sample_time is None:
@@ -93,7 +108,8 @@ def machine_closed_loop(
     waypoint) with the pressures that hold it there, saving at ``ts``: the controller sampled
     every ``sample_time`` s (`loop_options`; ``ts`` on its instants), or continuous (None)."""
     q0 = start_position(controller.reference) if q0 is None else jnp.asarray(q0, dtype=float)
-    opts = {**loop_options(sample_time), "max_steps": 500_000, **options}
+    opts = {**loop_options(sample_time), "max_steps": step_budget(ts, sample_time, 500_000),
+            **options}  # fmt: skip
     return simulate(
         plant, controller, controller.reference, q0, jnp.zeros_like(q0), ts, progress=progress,
         **opts,
@@ -111,16 +127,16 @@ def closed_loop_run(
     # so that the program knows it is and makes one kinematic pass a state for both
     # (`jaxmb.simulation.controller.pass_sharing`); a flattened copy would be another object
     same = controller.plant is plant
+    steps = step_budget(ts, sample_time, 500_000)  # concrete here, traced inside
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
-    return _closed_loop_run(plant, controller, ts, progress=progress, sample_time=sample_time)
+    return _closed_loop_run(plant, controller, ts, progress, sample_time, steps)
 
 
 @saved
-def _closed_loop_run(plant, controller, ts, progress, sample_time):
+def _closed_loop_run(plant, controller, ts, progress, sample_time, max_steps):
     plant = controller.plant if plant is None else plant
-    return machine_closed_loop(
-        plant, controller, ts, progress=progress, sample_time=sample_time, throw=False
-    )
+    return machine_closed_loop(plant, controller, ts, progress=progress, sample_time=sample_time,
+                               throw=False, max_steps=max_steps)  # fmt: skip
 
 
 def _payload(plant) -> dict:

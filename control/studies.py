@@ -20,7 +20,7 @@ the tool, kg, that the controller does not know).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import equinox as eqx
 import jax
@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from jaxmb.control.crane_run import ATOL as CRANE_ATOL
 from jaxmb.control.crane_run import RTOL as CRANE_RTOL
-from jaxmb.control.machine_run import loop_options, machine_controller
+from jaxmb.control.machine_run import loop_options, machine_controller, step_budget
 from jaxmb.control.robust import RobustController
 from jaxmb.control.sampling import (
     Distribution,
@@ -433,6 +433,8 @@ def machine_study(
                 f"multiples of the controller's sampling interval {h:g} s (machine file "
                 f"{machine.path}: [vdc] rate = {machine.rate:g} Hz)"
             )
+        # fixed steps: a long task needs more than the default budget
+        options = replace(options, max_steps=step_budget(ts, h, options.max_steps))
     study = MachineStudy(
         distribution=distribution,
         nominal_values=jnp.asarray(nominal),

@@ -140,3 +140,16 @@ def test_a_stateful_controller_or_a_replay_is_not_sampled(mass):
     table = CommandTable(ts, jnp.zeros((11, 1)), ("x",))
     with pytest.raises(ValueError, match="sample_time: a replay of logged commands"):
         simulate(mass, table, None, jnp.zeros(1), jnp.zeros(1), ts, sample_time=0.01)
+
+
+def test_a_long_sampled_task_gets_the_steps_it_needs():
+    """A machine's sampled loop takes a fixed step a millisecond: a 600 s task needs 600 000,
+    more than the default budget, and gets them; the continuous loop and a traced grid keep
+    the budget given."""
+    from jaxmb.control.machine_run import step_budget
+
+    long = jnp.linspace(0.0, 600.0, 601)
+    assert step_budget(long, 1e-3, 500_000) == 600_010
+    assert step_budget(long[:19], 1e-3, 500_000) == 500_000
+    assert step_budget(long, None, 500_000) == 500_000
+    assert jax.jit(lambda t: jnp.asarray(step_budget(t, 1e-3, 7)))(long) == 7
