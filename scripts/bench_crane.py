@@ -167,7 +167,7 @@ def sampled(plant, ctrl):
             f"{int(tr.num_steps):>8}{dq:>13.2e}{dp:>12.3g}{note}",
             flush=True,
         )
-    print("paper (other machine): 0.05 /sim s (Simulink, ode4 at 1 ms); issue 81's aim 0.05")
+    print("paper (other machine): 0.05 /sim s (Simulink, ode4 at 1 ms); aim 0.05")
 
 
 def vector_field_cost(plant, ctrl):
