@@ -39,6 +39,7 @@ __all__ = [
     "machine_gains",
     "tool_frame",
     "run_machine",
+    "longest_delay",
     "table_replay",
     "run_table",
 ]
@@ -60,7 +61,8 @@ def machine_controller(machine, plant=None, gains: dict | None = None) -> VDCCon
             "(waypoints = {coordinate = [...]}, segment_time, hold; see jaxmb.io.machine)"
         )
     plant = machine.plant if plant is None else plant
-    refuse_delays(plant, f"machine file {machine.path}")
+    if machine.sample_time is None:  # a sampled loop holds the commands until they arrive
+        refuse_delays(plant, f'machine file {machine.path} ([vdc] rate = "continuous")')
     return VDCController(plant, None, machine.task.reference(), **machine_gains(machine, gains))
 
 
@@ -128,15 +130,23 @@ def closed_loop_run(
     # (`jaxmb.simulation.controller.pass_sharing`); a flattened copy would be another object
     same = controller.plant is plant
     steps = step_budget(ts, sample_time, 500_000)  # concrete here, traced inside
+    delay = longest_delay(plant) if sample_time is not None else None  # the same
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
-    return _closed_loop_run(plant, controller, ts, progress, sample_time, steps)
+    return _closed_loop_run(plant, controller, ts, progress, sample_time, steps, delay)
+
+
+def longest_delay(plant) -> float:
+    """The plant's longest command delay (s; its valves' ``delay``), 0 without valves."""
+    delays = getattr(plant, "command_delays", None)
+    return 0.0 if delays is None else float(np.max(np.asarray(delays), initial=0.0))
 
 
 @saved
-def _closed_loop_run(plant, controller, ts, progress, sample_time, max_steps):
+def _closed_loop_run(plant, controller, ts, progress, sample_time, max_steps, max_delay):
     plant = controller.plant if plant is None else plant
+    options = {} if max_delay is None else {"max_delay": max_delay}
     return machine_closed_loop(plant, controller, ts, progress=progress, sample_time=sample_time,
-                               throw=False, max_steps=max_steps)  # fmt: skip
+                               throw=False, max_steps=max_steps, **options)  # fmt: skip
 
 
 def _payload(plant) -> dict:

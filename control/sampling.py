@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 KINDS = ("uniform", "normal", "range", "lognormal")
+# standard normal deviations a draw exceeds with probability about 1e-9 (`Distribution.upper_bounds`)
+TAIL = 6.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,23 @@ class Distribution:
             i, j = names.index(a), names.index(b)
             R[i, j] = R[j, i] = rho
         return cls(tuple(parameters), tuple(map(tuple, R.tolist())))
+
+    def upper_bounds(self, nominal, z: float = TAIL) -> np.ndarray:
+        """Each parameter's largest value a draw takes but with probability about 1e-9 (its
+        standard normal ``z`` at `TAIL`; a uniform's or a range's upper end), ``(P,)``: what a
+        study sizes its buffers for (a valve's delay: `control.studies.MachineStudy`)."""
+        nominal = np.asarray(nominal, dtype=float)
+        out = np.empty(len(self.parameters))
+        for k, par in enumerate(self.parameters):
+            if par.kind == "uniform":
+                out[k] = nominal[k] * (1 + par.spread)
+            elif par.kind == "normal":
+                out[k] = nominal[k] * (1 + par.spread * z)
+            elif par.kind == "lognormal":
+                out[k] = nominal[k] * np.exp(par.spread * z)
+            else:
+                out[k] = par.high
+        return out
 
     def sample(self, nominal, seed: int, indices) -> np.ndarray:
         """The values of samples ``indices``, ``(len(indices), P)``, drawn on the host: each

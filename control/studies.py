@@ -31,7 +31,12 @@ from jaxtyping import Array, Float
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
 from jaxmb.control.crane_run import ATOL as CRANE_ATOL
 from jaxmb.control.crane_run import RTOL as CRANE_RTOL
-from jaxmb.control.machine_run import loop_options, machine_controller, step_budget
+from jaxmb.control.machine_run import (
+    longest_delay,
+    loop_options,
+    machine_controller,
+    step_budget,
+)
 from jaxmb.control.robust import RobustController
 from jaxmb.control.sampling import (
     Distribution,
@@ -279,6 +284,9 @@ class MachineStudy(_Study):
             nominal kinematics, the controller's model's (`controller_on`).
         sample_time: the controller's sampling interval (s; the machine file's ``[vdc]
             rate``), or None for the continuous loop, which the ``[solver]`` options run.
+        max_delay: the longest command delay (s) any sample's valves may have (the nominal
+            ones, and sampled ones to `Distribution.upper_bounds`): the sampled loop keeps
+            the commands that long (`jaxmb.simulation.zero_order_hold`).
     """
 
     plant: object
@@ -288,13 +296,15 @@ class MachineStudy(_Study):
     # plant has the nominal plant's kinematics, which are the controller's model's
     kinematics_fixed: bool = eqx.field(static=True, default=False)
     sample_time: float | None = eqx.field(static=True, default=None)
+    max_delay: float = eqx.field(static=True, default=0.0)
 
     def solve_options(self, options: SolverOptions) -> dict:
         """`simulate`'s options of a sample's loop: the machine's sampled controller at fixed
         steps (`machine_run.loop_options`), or ``options``' adaptive solve where it is
         continuous; ``max_steps`` from ``options`` either way."""
         if self.sample_time is not None:
-            return {**loop_options(self.sample_time), "max_steps": options.max_steps}
+            return {**loop_options(self.sample_time), "max_steps": options.max_steps,
+                    "max_delay": self.max_delay}  # fmt: skip
         return {"rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
                 "dtmin": options.dtmin, "solver": options.method}  # fmt: skip
 
@@ -404,10 +414,11 @@ def machine_study(
     plant's payload (needs a ``[payload]`` table); the controller keeps its own."""
     plant = machine.plant if plant is None else plant
     delays = [n for n in distribution.names if n.startswith("valve.") and n.endswith(".delay")]
-    if delays:
+    if delays and machine.sample_time is None:
         raise ValueError(
-            f"[study] parameters {delays}: a valve's command delay cannot be sampled in a "
-            "closed-loop study (the loop does not hold past commands yet)"
+            f"[study] parameters {delays}: a valve's command delay needs the sampled loop, "
+            f"which holds the commands until they arrive (machine file {machine.path}: [vdc] "
+            'rate = "continuous")'
         )
     controller = machine_controller(machine, plant, gains=gains)
     if payload is not None:
@@ -446,5 +457,16 @@ def machine_study(
         q0=q0,
         kinematics_fixed=geometry.isdisjoint(sampled),
         sample_time=h,
+        max_delay=_longest_delay(plant, distribution, nominal),
     )
     return study, controller
+
+
+def _longest_delay(plant, distribution: Distribution, nominal) -> float:
+    """The longest command delay (s) of the nominal plant or of any sample's (`MachineStudy`)."""
+    longest = longest_delay(plant)
+    bounds = distribution.upper_bounds(nominal)
+    for name, bound in zip(distribution.names, bounds, strict=True):
+        if name.startswith("valve.") and name.endswith(".delay"):
+            longest = max(longest, float(bound))
+    return longest

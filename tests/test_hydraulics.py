@@ -450,6 +450,46 @@ def test_a_valves_command_delay_replays_the_log_shifted_in_time(crane_plant):
                  solver="rk4", fixed_step=1e-3)  # fmt: skip
 
 
+def test_a_sampled_loop_holds_the_commands_until_they_arrive(crane_plant):
+    """A feedback loop on delayed valves (2.5 ms and 1.5 ms), sampled at 1 kHz: the hold keeps
+    the commands sent until each arrives. Its trajectory is the replay of the very commands
+    it sent (held, then delayed by the replay's own rule, integrated adaptively at 1e-11):
+    1e-7 rad and 100 Pa at steps that land on every switch (0.5 ms; measured 8e-9 rad and
+    11 Pa), 1e-6 rad at the default 1 ms, where a switch falls inside a step (1.6e-7); the
+    undelayed loop is 5e-4 rad away."""
+    import equinox as eqx
+
+    from jaxmb.simulation import CommandTable, simulate
+
+    delays = {"lift": 0.0025, "tilt": 0.0015}
+    late = eqx.tree_at(lambda p: [a.valve.delay for a in p.actuators], crane_plant,
+                       [jnp.asarray(delays[a.name]) for a in crane_plant.actuators])  # fmt: skip
+    q0 = jnp.array([0.45, -0.15])
+
+    def track(t, y, desired):  # P control of a slow sine, well inside the valves' range
+        return 20.0 * (q0 + 0.05 * jnp.sin(3 * t) - y["q"])
+
+    ts = jnp.arange(1001) * 1e-3
+
+    def loop(plant, step):
+        return simulate(plant, track, None, q0, jnp.zeros(2), ts, solver="rk4", fixed_step=step,
+                        sample_time=1e-3)  # fmt: skip
+
+    fine, default = loop(late, 5e-4), loop(late, 1e-3)
+    assert bool(fine.success) and bool(default.success)
+    # the commands sent, held: each sample's value until just before the next
+    t, u = np.asarray(ts), np.asarray(fine.u)
+    held = CommandTable(np.stack([t, np.append(t[1:] - 1e-9, t[-1] + 1.0)], 1).ravel(),
+                        np.repeat(u, 2, axis=0), late.command_names)  # fmt: skip
+    replay = simulate(late, held, None, q0, jnp.zeros(2), ts, rtol=1e-11, atol=1e-12,
+                      max_steps=100_000)  # fmt: skip
+    np.testing.assert_allclose(fine.q, replay.q, rtol=0, atol=1e-7)
+    for k in ("p_a_lift", "p_b_lift", "p_a_tilt", "p_b_tilt"):
+        np.testing.assert_allclose(fine.signals[k], replay.signals[k], rtol=0, atol=100.0)
+    np.testing.assert_allclose(default.q, replay.q, rtol=0, atol=1e-6)
+    assert float(jnp.abs(loop(crane_plant, 1e-3).q - replay.q).max()) > 1e-4
+
+
 def test_a_logged_supply_pressure_drives_the_replay(crane_plant):
     """A plant whose supply pressure comes from the log (``logged=("p_s",)``, a load-sensing
     pump): a replay takes the table's ``p_s`` column, interpolated. A logged constant 150 bar

@@ -232,11 +232,16 @@ def test_vdc_steps_over_a_known_spool_overlap(tmp_path, capsys):
     assert bool(tr.success) and float(jnp.abs(tr.q - q_d).max()) > 1e-3
 
 
-def _overlapped(folder: Path) -> Path:
-    """The knuckle's files with 0.5 V of spool overlap on every valve."""
+def _overlapped(folder: Path, rate: str = "") -> Path:
+    """The knuckle's files with 0.5 V of spool overlap and a 2 ms command delay on every
+    valve (and ``rate``, a ``[vdc] rate`` line, where given)."""
     text = KNUCKLE.read_text()
     for v in ("lift", "fold", "extend"):
-        text = text.replace(f'cylinder = "{v}"\n', f'cylinder = "{v}"\ndeadband = 0.5\n')
+        text = text.replace(
+            f'cylinder = "{v}"\n', f'cylinder = "{v}"\ndeadband = 0.5\ndelay = 0.002\n'
+        )
+    if rate:
+        text += f"\n[vdc]\n{rate}\n"
     (folder / "knuckle_telescope.urdf").write_text(KNUCKLE.with_suffix(".urdf").read_text())
     (folder / "knuckle_telescope.toml").write_text(text)
     return folder / "knuckle_telescope.toml"
@@ -244,8 +249,9 @@ def _overlapped(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """A 2-sample Monte Carlo study of the knuckle, its valves overlapping by 0.5 V, over
-    payload, one valve coefficient and the lift valve's overlap."""
+    """A 2-sample Monte Carlo study of the knuckle, its valves overlapping by 0.5 V and their
+    commands 2 ms late, over payload, one valve coefficient, the lift valve's overlap and its
+    delay."""
     d = tmp_path_factory.mktemp("mc")
     machine = _overlapped(d)
     cfg = d / "study.toml"
@@ -255,7 +261,8 @@ def study(tmp_path_factory):
         '[[parameter]]\nname = "body.payload.mass"\ndistribution = "range"\nlow = 150.0\n'
         'high = 300.0\n\n[[parameter]]\nname = "valve.lift.c_pa"\nspread = 0.1\n\n'
         '[[parameter]]\nname = "valve.lift.deadband"\ndistribution = "range"\nlow = 0.3\n'
-        "high = 0.7\n"
+        'high = 0.7\n\n[[parameter]]\nname = "valve.lift.delay"\ndistribution = "range"\n'
+        "low = 0.001\nhigh = 0.003\n"
     )
     assert main(["montecarlo", str(cfg), "--out", str(d / "out"), "--no-plots", "--quiet"]) == 0
     return cfg, d / "out", machine
@@ -263,20 +270,23 @@ def study(tmp_path_factory):
 
 def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
     """Each row of a machine study is what the closed loop of its own sampled plant gives:
-    sample 1 rerun on its own (payload, valve coefficient and overlap set by hand, the
-    controller knowing none of them: it steps over the file's 0.5 V)."""
+    sample 1 rerun on its own (payload, valve coefficient, overlap and delay set by hand, the
+    controller knowing none of them: it steps over the file's 0.5 V). The study keeps the
+    commands of delays up to its range's 3 ms, the rerun those of its own: the same rows."""
     _, out, machine_file = study
     rows = pq.read_table(out / "results.parquet").to_pydict()
     assert not any(rows["failed"]) and len(rows["sample"]) == 2
     assert all(150.0 <= m <= 300.0 for m in rows["body.payload.mass"])
     assert all(0.3 <= d <= 0.7 for d in rows["valve.lift.deadband"])
+    assert all(0.001 <= d <= 0.003 for d in rows["valve.lift.delay"])
     k = rows["sample"].index(1)
     machine = load_machine(machine_file)
     plant = machine.with_payload(rows["body.payload.mass"][k])
     i = plant.actuator_names.index("lift")
     plant = eqx.tree_at(
-        lambda p: (p.actuators[i].valve.c_pa, p.actuators[i].valve.deadband), plant,
-        tuple(jnp.asarray(rows[f"valve.lift.{f}"][k], float) for f in ("c_pa", "deadband")),
+        lambda p: (p.actuators[i].valve.c_pa, p.actuators[i].valve.deadband,
+                   p.actuators[i].valve.delay), plant,
+        tuple(jnp.asarray(rows[f"valve.lift.{f}"][k], float) for f in ("c_pa", "deadband", "delay")),
     )  # fmt: skip
     ts = jnp.linspace(0.0, 0.5, 501)
     # traced as the CLI traces it (failures as NaN, the status returned). Not the program of
@@ -316,6 +326,27 @@ def test_tune_writes_gains_that_simulate_loads(study, tmp_path, capsys):
     assert main([*argv, "--t-final", "0.5", "--out", str(sim), "--no-plots", "--quiet"]) == 0
     ran = json.loads((sim / "summary.json").read_text())["gains"]
     np.testing.assert_allclose(ran["k_x"], gains["k_x"], rtol=1e-12)
+
+
+def test_a_continuous_loop_refuses_delayed_valves_by_name(tmp_path):
+    """Delayed valves need the sampled loop, which holds the commands until they arrive: a
+    machine file with ``[vdc] rate = "continuous"`` is refused naming the file, the valves'
+    key and the rate, by `jaxmb simulate` before any compile and by a study over it."""
+    from jaxmb.control.sampling import Distribution, Parameter
+    from jaxmb.control.studies import machine_study
+
+    machine_file = _overlapped(tmp_path, rate='rate = "continuous"')
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit, match=re.escape(
+        f"machine file {machine_file} ([vdc] rate = \"continuous\"): the valves of ['u_lift', "
+        "'u_fold', 'u_extend'] have a command delay (valve key 'delay')",
+    )):  # fmt: skip
+        main(["simulate", "--machine", str(machine_file), "--out", str(out)])
+    assert not out.exists()
+    machine = load_machine(machine_file)
+    with pytest.raises(ValueError, match=r"\[study\] parameters \['valve.lift.delay'\]: a valve's "
+                       "command delay needs the sampled loop"):  # fmt: skip
+        machine_study(machine, Distribution((Parameter("valve.lift.delay", spread=0.1),)))
 
 
 def _without_task(tmp_path) -> Path:

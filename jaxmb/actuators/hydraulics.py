@@ -252,7 +252,9 @@ class Valve(eqx.Module):
         deadband: spool overlap ``u_db``, V (command units): ``0 <= u_db < u_max``.
         delay: transport delay of the command, s (bus and driver): the spool is driven by the
             command sent ``delay`` earlier. Replays of logged commands take it exactly
-            (`jaxmb.simulation.CommandTable`); a feedback loop refuses a delay it cannot hold.
+            (`jaxmb.simulation.CommandTable`), a sampled feedback loop holds the commands
+            sent until they arrive (`jaxmb.simulation.zero_order_hold`); a continuous one
+            refuses a delay.
         dp_width: width of the square root's regularisation, Pa (`signed_sqrt`).
         spool: ``"none"`` (the spool follows the command), ``"first"`` (time constant
             ``tau``, s) or ``"second"`` (natural frequency ``omega``, rad/s, damping ``zeta``).

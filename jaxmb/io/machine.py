@@ -60,7 +60,9 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
                                       # and the rated flow is reached at rated_command past it:
                                       # c = rated_flow / ((rated_command - deadband) sqrt(dp))
     delay = 0.0                       # s, command transport delay (bus, driver): replays of
-                                      # logged commands take it; a closed loop refuses it
+                                      # logged commands take it, the sampled closed loop holds
+                                      # the commands sent until they arrive; "continuous"
+                                      # [vdc] rate refuses it
     spool = { model = "first", time_constant = 0.01 }   # or "none", or model = "second",
                                                         # frequency (rad/s), damping
 

@@ -50,7 +50,7 @@ from jaxmb.simulation.references import desired_state
 from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
 from jaxmb.simulation.sensitivities import SharedJacobianForwardMode, plant_field
-from jaxmb.simulation.zero_order_hold import SNAP, ZeroOrderHold
+from jaxmb.simulation.zero_order_hold import SNAP, ZeroOrderHold, kept_commands
 
 __all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
@@ -149,6 +149,7 @@ def simulate(
     fixed_step: float | None = None,
     dtmin: float | None = None,
     sample_time: float | None = None,
+    max_delay: float | None = None,
 ) -> Trajectory:
     r"""Integrate the closed loop from ``(q0, qd0)`` at ``ts[0]`` and save at ``ts``.
 
@@ -233,7 +234,13 @@ def simulate(
             stage. Steps land on every sampling instant: ``fixed_step`` must divide
             ``sample_time``; adaptive steps are clipped to the instants (``ts`` concrete
             then). ``ts`` must lie on instants, where the saved ``u`` is the command held
-            after them. A feedback controller without its own state only.
+            after them. A feedback controller without its own state only. A plant whose
+            valves delay their commands (``delay`` > 0) needs it: the hold keeps the commands
+            sent until they arrive (`jaxmb.simulation.zero_order_hold`); the saved ``u`` is the
+            command sent, as a logger records it.
+        max_delay: the longest command delay (s) the plant's traced delays may take (a
+            batch's), for which the sampled loop keeps past commands; default the plant's own
+            delays where they are concrete. A delay beyond it fails the solve (NaN command).
 
     Raises:
         ValueError: bad shapes or options, at trace time.
@@ -295,7 +302,7 @@ def simulate(
         raise ValueError("simulate: actuator_state0 is only for plants with actuators")
     if isinstance(controller, CommandTable) and actuated:
         controller = controller.for_plant(plant)
-    elif actuated:
+    elif actuated and sample_time is None:
         refuse_delays(plant, "simulate")
     dist = disturbance if disturbance is not None else Disturbance()
     stateful = isinstance(controller, AbstractStatefulController)
@@ -363,7 +370,7 @@ def simulate(
         return _simulate_with_states(
             plant, controller, reference, q0, qd0, ts, dist, solve,
             correction=correction, inertia=inertia, actuator_state0=actuator_state0,
-            sample_time=sample_time,
+            sample_time=sample_time, max_delay=max_delay,
         )  # fmt: skip
 
     def loads(t, q, qd):
@@ -422,20 +429,32 @@ def simulate(
     return solve.finish(trajectory, solve(vector_field, (q0, qd0), ts, saveat, solver))
 
 
+def _longest_delay(delays, max_delay) -> float:
+    """The longest command delay a sampled loop must hold: ``max_delay`` where given, else the
+    plant's concrete delays' (traced ones without a bound: 0, their commands then NaN)."""
+    if max_delay is not None:
+        if not (max_delay >= 0 and np.isfinite(max_delay)):
+            raise ValueError(f"simulate: max_delay must be >= 0 s and finite, got {max_delay}")
+        return float(max_delay)
+    if delays is None or isinstance(delays, jax.core.Tracer):
+        return 0.0
+    return float(np.max(np.asarray(delays), initial=0.0))
+
+
 def refuse_delays(plant, where: str) -> None:
     """Refuse a plant whose valves delay their commands (``delay > 0``, where the values are
-    known at trace time) for a feedback loop: the continuous loop cannot hold the commands
-    its controller sent, and ignoring the delay would be silent. A replay of logged commands
-    (`CommandTable`) takes the delay exactly."""
+    known at trace time) for a continuous feedback loop: it cannot hold the commands its
+    controller sent, and ignoring the delay would be silent. A sampled loop holds them
+    (``sample_time``); a replay of logged commands (`CommandTable`) takes the delay exactly."""
     delays = getattr(plant, "command_delays", None)
     if delays is None or isinstance(delays, jax.core.Tracer):
         return
     late = [n for n, d in zip(plant.command_names, np.asarray(delays), strict=True) if d > 0]
     if late:
         raise ValueError(
-            f"{where}: the valves of {late} have a command delay (valve key 'delay'): only a "
-            "replay of logged commands takes it; a feedback loop on them does not hold past "
-            "commands yet. Set the delay to 0 for a closed loop"
+            f"{where}: the valves of {late} have a command delay (valve key 'delay'), which a "
+            "continuous feedback loop cannot hold: run the controller sampled (simulate's "
+            "sample_time; a machine file's [vdc] rate), or set the delay to 0"
         )
 
 
@@ -832,7 +851,7 @@ class _ClosedLoop(eqx.Module):
 
 def _simulate_with_states(
     plant, controller, reference, q0, qd0, ts, dist, solve: _Solve, *,
-    correction, inertia, actuator_state0, sample_time=None,
+    correction, inertia, actuator_state0, sample_time=None, max_delay=None,
 ):  # fmt: skip
     """`simulate` for a plant with actuator states and/or a controller with its own state
     (`_ClosedLoop`)."""
@@ -885,7 +904,9 @@ def _simulate_with_states(
             # what diffrax's forward mode does to a bare Runge-Kutta solver (its stages then
             # a plain scan, which forward mode differentiates), done here to the wrapped one
             inner = eqx.tree_at(lambda s: s.scan_kind, inner, "lax", is_leaf=lambda x: x is None)
-        solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0])
+        delays = getattr(plant, "command_delays", None) if actuated else None
+        keep = kept_commands(_longest_delay(delays, max_delay), sample_time)
+        solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0], delays, keep)
         solve = solve._replace(args=jnp.zeros(u0.shape))
     y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)
     return solve.finish(loop.trajectory, solve(loop.vector_field, y0, ts, saveat, solver))

@@ -11,8 +11,18 @@ instants (`simulate`'s ``sample_time`` arranges both). A rejected step leaves th
 as it was (diffrax keeps an accepted step's state only), so the held command is the one
 sampled at the instant.
 
+A command may reach its actuator late (a valve's ``delay`` d, s: bus and driver). The hold then
+keeps the last commands sent: the command sampled at ``t_k`` acts from ``t_k + d`` to
+``t_{k+1} + d``, so inside an interval each delayed command switches once, at ``d mod h`` past
+the instant. A step sees each command's mean over the step: exactly the held one where the
+switch falls on a step's boundary (a fixed step dividing ``d mod h``), else a blend of the two
+on the one step that holds the switch, whose error is first order in the step and only there.
+The blend also keeps the loop differentiable in ``d`` (the derivative of the switching time,
+spread over that step). Before the first command arrives, a delayed actuator receives the first
+command, as if the loop had run at the start state before ``t_start``.
+
 Everything stays a pure, differentiable function of the plant's and controller's leaves: the
-command is a carry of the solve, not a host-side buffer, so reverse mode, forward mode and
+commands are a carry of the solve, not a host-side buffer, so reverse mode, forward mode and
 `jax.vmap` go through it as through any solver.
 """
 
@@ -22,10 +32,11 @@ import math
 from collections.abc import Callable
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ZeroOrderHold", "on_instant", "hold_options", "MAX_STEP"]
+__all__ = ["ZeroOrderHold", "on_instant", "hold_options", "kept_commands", "MAX_STEP"]
 
 # s: the longest step `hold_options` takes, Petrovic & Mattila's own (RK4 at a fixed 1 ms, as
 # their Simulink model's ode4). Inside an interval the field is smooth (the command is held),
@@ -46,6 +57,14 @@ def hold_options(sample_time: float) -> dict:
     return {"solver": "rk4", "fixed_step": sample_time / steps, "sample_time": sample_time}
 
 
+def kept_commands(max_delay: float, h: float) -> int:
+    """How many past commands a hold keeps for delays up to ``max_delay`` s at interval ``h``:
+    0 without delay, else the whole intervals a delay spans plus one."""
+    if not max_delay > 0:
+        return 0
+    return int(math.floor(max_delay / h + SNAP)) + 1
+
+
 def on_instant(t, t_start, h: float):
     """Whether ``t`` is a sampling instant ``t_start + k h`` (to `SNAP` of an interval)."""
     k = (t - t_start) / h
@@ -61,12 +80,18 @@ class ZeroOrderHold(diffrax.AbstractWrappedSolver):
         command: ``u = command(t, y)`` on the solver's state ``y``.
         h: sampling interval (s).
         t_start: the first sampling instant (s; the solve's start).
+        delays: each command's delay (s), or None: none delayed. Differentiable leaves.
+        keep: past commands kept (`kept_commands` of the longest delay the values may take).
+            A delay beyond ``keep`` intervals, or negative, makes its command NaN (the solve
+            then fails), never a silently other delay.
     """
 
     solver: diffrax.AbstractSolver
     command: Callable
     h: float
     t_start: jax.Array
+    delays: jax.Array | None = None
+    keep: int = eqx.field(static=True, default=0)
 
     @property
     def scan_kind(self):
@@ -95,7 +120,8 @@ class ZeroOrderHold(diffrax.AbstractWrappedSolver):
     def init(self, terms, t0, t1, y0, args):
         del args
         u = self.command(t0, y0)
-        return self.solver.init(terms, t0, t1, y0, u), u
+        held = u if self.keep == 0 else jnp.broadcast_to(u, (self.keep + 1, *u.shape))
+        return self.solver.init(terms, t0, t1, y0, u), held
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         del args
@@ -103,13 +129,37 @@ class ZeroOrderHold(diffrax.AbstractWrappedSolver):
         sample = on_instant(t0, self.t_start, self.h)
         # a branch, so that steps between instants (adaptive sub-steps) skip the controller;
         # under vmap both run, which costs what the continuous loop's every stage did
-        u = jax.lax.cond(sample, lambda: self.command(t0, y0), lambda: held)
+        if self.keep == 0:
+            held = jax.lax.cond(sample, lambda: self.command(t0, y0), lambda: held)
+            u = held if self.delays is None else jnp.where(self.delays != 0, jnp.nan, held)
+            jump = made_jump | sample
+        else:  # the newest command first, the oldest kept last
+            held = jax.lax.cond(
+                sample,
+                lambda: jnp.concatenate([self.command(t0, y0)[None], held[:-1]]),
+                lambda: held,
+            )
+            u = self._delayed(held, t0, t1)
+            jump = jnp.asarray(True)  # a delayed command may switch between any two steps
         # a new command changes the field at t0: a first-same-as-last solver must not reuse
         # the last stage of the step before, which saw the previous one
-        y1, y_error, dense_info, inner, result = self.solver.step(
-            terms, t0, t1, y0, u, inner, made_jump | sample
-        )
-        return y1, y_error, dense_info, (inner, u), result
+        y1, y_error, dense_info, inner, result = self.solver.step(terms, t0, t1, y0, u, inner, jump)
+        return y1, y_error, dense_info, (inner, held), result
+
+    def _delayed(self, held, t0, t1):
+        """Each command's mean over the step ``[t0, t1]`` (module docstring): sampled ``whole``
+        intervals plus ``rest`` s before it acts, it is ``held[whole + 1]`` until ``rest``
+        past the interval's instant and ``held[whole]`` after."""
+        t_n = self.t_start + jnp.floor((t0 - self.t_start) / self.h + SNAP) * self.h
+        whole = jnp.floor(self.delays / self.h + SNAP)
+        rest = self.delays - whole * self.h  # differentiable: the switching time moves with d
+        after = jnp.clip((t1 - t_n - rest) / (t1 - t0), 0.0, 1.0)
+        whole = whole.astype(int)
+        fits = (whole >= 0) & (whole < self.keep)  # a negative delay is none either
+        whole = jnp.clip(whole, 0, self.keep - 1)
+        cols = jnp.arange(held.shape[1])
+        new, old = held[whole, cols], held[whole + 1, cols]
+        return jnp.where(fits, old + after * (new - old), jnp.nan)
 
     def func(self, terms, t0, y0, args):
         del args
