@@ -39,6 +39,8 @@ __all__ = [
     "machine_gains",
     "tool_frame",
     "run_machine",
+    "save_times",
+    "refuse_off_samples",
     "longest_delay",
     "table_replay",
     "run_table",
@@ -85,6 +87,30 @@ def step_budget(ts, sample_time: float | None, least: int) -> int:
         return least
     step = hold_options(sample_time)["fixed_step"]
     return max(least, int(np.ceil((t[-1] - t[0]) / step)) + 10)
+
+
+def save_times(t_final: float, dt_save: float):
+    """A machine run's saved rows: ``dt_save`` apart (to the nearest whole number of rows)
+    from 0 to ``t_final``."""
+    return jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+
+
+def refuse_off_samples(machine, ts, where: str) -> None:
+    """Refuse saved rows ``ts`` (concrete) off the controller's samples (the file's ``[vdc]
+    rate``): there a row's command is the one held after the sample. ``where`` names the
+    options that set them."""
+    h = machine.sample_time
+    if h is None:
+        return
+    t = np.asarray(ts)
+    off = np.abs(t / h - np.round(t / h)) > 1e-6
+    if off.any():
+        i = int(np.argmax(off))
+        raise ValueError(
+            f"{where}: the saved rows must fall on the controller's samples, multiples of "
+            f"{h:g} s (machine file {machine.path}: [vdc] rate = {machine.rate:g} Hz); row {i} "
+            f"is at {t[i]:.6g} s"
+        )
 
 
 def solver_note(sample_time: float | None) -> dict:
@@ -180,16 +206,12 @@ def run_machine(
     plant = machine.plant if plant is None else plant
     controller = machine_controller(machine, plant, gains)
     t_final = machine.task.t_final if t_final is None else t_final
-    ts = jnp.linspace(0.0, t_final, int(round(t_final / dt_save)) + 1)
+    ts = save_times(t_final, dt_save)
+    refuse_off_samples(machine, ts, f"dt_save = {dt_save:g} s over {t_final:g} s")
+    h = machine.sample_time
     # quiet: one compiled program, reused by every later run of the same shapes in this
     # process (plant, controller and grid are its arguments); with the bar, `simulate`'s
     # chunks (see control.crane_run)
-    h = machine.sample_time
-    if h is not None and abs(dt_save / h - round(dt_save / h)) > 1e-6 * dt_save / h:
-        raise ValueError(
-            f"machine file {machine.path}: the saved rows ({dt_save} s apart) must fall on the "
-            f"controller's samples ([vdc] rate = {machine.rate:g} Hz): a multiple of {h:g} s"
-        )
     if progress:
         tr = machine_closed_loop(plant, controller, ts, progress=True, sample_time=h, throw=False)
     else:

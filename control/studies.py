@@ -35,6 +35,8 @@ from jaxmb.control.machine_run import (
     longest_delay,
     loop_options,
     machine_controller,
+    refuse_off_samples,
+    save_times,
     step_budget,
 )
 from jaxmb.control.robust import RobustController
@@ -434,17 +436,10 @@ def machine_study(
     sampled = {id(leaf_getter(plant, n)(plant)) for n in distribution.names
                if n.split(".")[0] != "initial_error"}  # fmt: skip
     geometry = {id(x) for x in jax.tree.leaves(plant.kinematic_nodes())}
-    ts = jnp.linspace(0.0, t_final, int(round(t_final / options.dt_save)) + 1)
+    ts = save_times(t_final, options.dt_save)
+    refuse_off_samples(machine, ts, f"[solver] dt_save = {options.dt_save:g} s over {t_final:g} s")
     h = machine.sample_time
-    if h is not None:  # every saved row on a sample: there the held command is the row's
-        k = np.asarray(ts) / h
-        if np.any(np.abs(k - np.round(k)) > 1e-6):
-            raise ValueError(
-                f"[solver] dt_save = {options.dt_save:g} s and the horizon {t_final:g} s must be "
-                f"multiples of the controller's sampling interval {h:g} s (machine file "
-                f"{machine.path}: [vdc] rate = {machine.rate:g} Hz)"
-            )
-        # fixed steps: a long task needs more than the default budget
+    if h is not None:  # fixed steps: a long task needs more than the default budget
         options = replace(options, max_steps=step_budget(ts, h, options.max_steps))
     study = MachineStudy(
         distribution=distribution,

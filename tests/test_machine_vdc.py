@@ -369,6 +369,9 @@ def _without_task(tmp_path) -> Path:
         (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
           "--clip-commands"], "--clip-commands: not for a log's replay"),
         (["--commands", "MISSING.csv"], "--commands: commands file 'MISSING.csv' does not exist"),
+        (["--dt-save", "0.0015"], "--dt-save 0.0015 s over --t-final 17 s: the saved rows must "
+         f"fall on the controller's samples, multiples of 0.001 s (machine file {KNUCKLE}: "
+         "[vdc] rate = 1000 Hz); row 1 is at 0.00150"),
         (["--omega", "3"], "--omega: not for a machine file; only for --machine rpr3-flexible"),
         # issue 29: a replay longer than its log is refused, not held at the last commands
         (["--commands", str(KNUCKLE.parent / "knuckle_telescope_validation.parquet"),
@@ -405,6 +408,12 @@ def test_a_machine_without_a_task_is_refused_by_name(tmp_path):
         (
             f'scenario = "machine"\nmachine = "{KNUCKLE}"\nparams = "p.json"',
             "[study] params: --params: no such file",
+        ),
+        (  # saved rows between the controller's samples, where no command was held
+            f'scenario = "machine"\nmachine = "{KNUCKLE}"\nsamples = 2\n\n[solver]\n'
+            "dt_save = 0.0015\n\n[[parameter]]\nname = \"body.payload.mass\"\nspread = 0.1",
+            "[solver] dt_save = 0.0015 s over 17 s: the saved rows must fall on the controller's "
+            f"samples, multiples of 0.001 s (machine file {KNUCKLE}: [vdc] rate = 1000 Hz)",
         ),
     ],
 )

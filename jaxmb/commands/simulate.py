@@ -219,7 +219,12 @@ def _table_replay(args: argparse.Namespace, machine, plant, out) -> int:
 
 def _machine_vdc(args: argparse.Namespace, machine, plant, out) -> int:
     """The VDC closed loop of a machine file on its ``[task]`` (checked before any compile)."""
-    from jaxmb.control.machine_run import machine_controller, run_machine
+    from jaxmb.control.machine_run import (
+        machine_controller,
+        refuse_off_samples,
+        run_machine,
+        save_times,
+    )
 
     gains = None
     try:
@@ -237,6 +242,11 @@ def _machine_vdc(args: argparse.Namespace, machine, plant, out) -> int:
     t_final = machine.task.t_final if args.t_final is None else args.t_final
     if not 0 < args.dt_save <= t_final:
         raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    try:
+        refuse_off_samples(machine, save_times(t_final, args.dt_save),
+                           f"--dt-save {args.dt_save:g} s over --t-final {t_final:g} s")  # fmt: skip
+    except ValueError as err:
+        raise SystemExit(f"jaxmb simulate: {err}") from None
     print(
         f"jaxmb simulate: {machine.name}, VDC closed loop on the file's [task], {t_final:g} s"
         f"{_payload_note(plant)} -> {out}/"

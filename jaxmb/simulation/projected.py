@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from jaxmb.constraints import projection
 from jaxmb.constraints.projection import ConstrainedSystem
+from jaxmb.simulation.wrapped import Forwarding
 
 __all__ = ["DriftCorrection", "ProjectedSolver", "DEFAULT_CORRECTION"]
 
@@ -26,7 +27,7 @@ class DriftCorrection(eqx.Module):
 DEFAULT_CORRECTION = DriftCorrection()
 
 
-class ProjectedSolver(diffrax.AbstractWrappedSolver):
+class ProjectedSolver(Forwarding):
     """A diffrax solver whose every step ends on the constraint manifold: ``y1`` of the wrapped
     solver is drift-corrected (`jaxmb.constraints.projection.correct`) before it is accepted. The error
     estimate is the wrapped solver's. A step after a correction re-evaluates its first stage
@@ -36,23 +37,6 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     solver: diffrax.AbstractSolver
     system: ConstrainedSystem
     correction: DriftCorrection
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
         return self.solver.init(terms, t0, t1, y0, args), jnp.array(False)

@@ -36,6 +36,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from jaxmb.simulation.wrapped import Forwarding
+
 __all__ = ["ZeroOrderHold", "on_instant", "hold_options", "kept_commands", "MAX_STEP"]
 
 # s: the longest step `hold_options` takes, Petrovic & Mattila's own (RK4 at a fixed 1 ms, as
@@ -71,7 +73,7 @@ def on_instant(t, t_start, h: float):
     return jnp.abs(k - jnp.round(k)) <= SNAP
 
 
-class ZeroOrderHold(diffrax.AbstractWrappedSolver):
+class ZeroOrderHold(Forwarding):
     """``solver``'s steps with the vector field's ``args`` the command ``command(t_k, y_k)``
     sampled at the last instant ``t_k = t_start + k h`` and held (module docstring).
 
@@ -99,23 +101,6 @@ class ZeroOrderHold(diffrax.AbstractWrappedSolver):
         # isinstance checks as its solver, `diffrax.AbstractWrappedSolver`); `simulate` sets
         # the wrapped solver's to "lax" under forward mode before wrapping it
         return getattr(self.solver, "scan_kind", None)
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
         del args
