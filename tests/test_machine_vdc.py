@@ -411,7 +411,7 @@ def test_a_machine_without_a_task_is_refused_by_name(tmp_path):
         ),
         (  # saved rows between the controller's samples, where no command was held
             f'scenario = "machine"\nmachine = "{KNUCKLE}"\nsamples = 2\n\n[solver]\n'
-            "dt_save = 0.0015\n\n[[parameter]]\nname = \"body.payload.mass\"\nspread = 0.1",
+            'dt_save = 0.0015\n\n[[parameter]]\nname = "body.payload.mass"\nspread = 0.1',
             "[solver] dt_save = 0.0015 s over 17 s: the saved rows must fall on the controller's "
             f"samples, multiples of 0.001 s (machine file {KNUCKLE}: [vdc] rate = 1000 Hz)",
         ),
