@@ -29,7 +29,7 @@ from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate, start_position
 from jaxmb.simulation.integrate import refuse_delays
-from jaxmb.simulation.zero_order_hold import hold_options
+from jaxmb.simulation.zero_order_hold import hold_options, kept_commands
 
 __all__ = [
     "machine_controller",
@@ -156,7 +156,12 @@ def closed_loop_run(
     # (`jaxmb.simulation.controller.pass_sharing`); a flattened copy would be another object
     same = controller.plant is plant
     steps = step_budget(ts, sample_time, 500_000)  # concrete here, traced inside
-    delay = longest_delay(plant) if sample_time is not None else None  # the same
+    if sample_time is None:  # concrete here; inside, the traced delays would pass unseen
+        refuse_delays(plant, "closed_loop_run")
+    # whole sampling intervals: the program is keyed by it, not by each delay's value
+    delay = None
+    if sample_time is not None:
+        delay = sample_time * kept_commands(longest_delay(plant), sample_time)
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
     return _closed_loop_run(plant, controller, ts, progress, sample_time, steps, delay)
 

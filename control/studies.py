@@ -452,13 +452,14 @@ def machine_study(
         q0=q0,
         kinematics_fixed=geometry.isdisjoint(sampled),
         sample_time=h,
-        max_delay=_longest_delay(plant, distribution, nominal),
+        max_delay=min(_longest_delay(plant, distribution, nominal), float(t_final)),
     )
     return study, controller
 
 
 def _longest_delay(plant, distribution: Distribution, nominal) -> float:
-    """The longest command delay (s) of the nominal plant or of any sample's (`MachineStudy`)."""
+    """The longest command delay (s) of the nominal plant or of any sample's (`MachineStudy`;
+    the caller caps it at the horizon, beyond which no command arrives)."""
     longest = longest_delay(plant)
     bounds = distribution.upper_bounds(nominal)
     for name, bound in zip(distribution.names, bounds, strict=True):

@@ -185,7 +185,6 @@ def experiment(plant, rng, t_end, limits, amplitude, dither_v):
         supply = load_sensing(first, plant)
         table = _Supplied(np.asarray(ts), np.zeros((ts.size, m)), plant.command_names)
         table = _with_supply(table, np.asarray(ts), supply, plant)
-        object.__setattr__(table, "law", controller)
         loop = table
     else:
         loop = controller
@@ -251,6 +250,8 @@ def main(argv=None) -> None:
                     help="pressure transducers' offsets drawn in +-BAR")  # fmt: skip
     args = ap.parse_args(argv)
     machine = load_machine(args.machine)
+    if args.campaign and machine.payload is None:
+        ap.error(f"--campaign: machine file {args.machine} has no [payload] table to load")
     out = args.out or args.machine.parent
     rng = np.random.default_rng(args.seed)
     plant = true_plant(machine.plant, rng)

@@ -456,7 +456,7 @@ def test_a_sampled_loop_holds_the_commands_until_they_arrive(crane_plant):
     it sent (held, then delayed by the replay's own rule, integrated adaptively at 1e-11):
     1e-7 rad and 100 Pa at steps that land on every switch (0.5 ms; measured 8e-9 rad and
     11 Pa), 1e-6 rad at the default 1 ms, where a switch falls inside a step (1.6e-7); the
-    undelayed loop is 5e-4 rad away."""
+    undelayed loop is 5e-4 rad away. The progress bar's chunks give the single solve's rows."""
     import equinox as eqx
 
     from jaxmb.simulation import CommandTable, simulate
@@ -471,12 +471,14 @@ def test_a_sampled_loop_holds_the_commands_until_they_arrive(crane_plant):
 
     ts = jnp.arange(1001) * 1e-3
 
-    def loop(plant, step):
+    def loop(plant, step, progress=False):
         return simulate(plant, track, None, q0, jnp.zeros(2), ts, solver="rk4", fixed_step=step,
-                        sample_time=1e-3)  # fmt: skip
+                        sample_time=1e-3, progress=progress)  # fmt: skip
 
     fine, default = loop(late, 5e-4), loop(late, 1e-3)
     assert bool(fine.success) and bool(default.success)
+    # the progress bar's chunks carry the commands on their way from one chunk to the next
+    np.testing.assert_allclose(loop(late, 1e-3, progress=True).q, default.q, rtol=0, atol=1e-12)
     # the commands sent, held: each sample's value until just before the next
     t, u = np.asarray(ts), np.asarray(fine.u)
     held = CommandTable(np.stack([t, np.append(t[1:] - 1e-9, t[-1] + 1.0)], 1).ravel(),

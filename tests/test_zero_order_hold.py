@@ -66,6 +66,11 @@ def test_sampled_loop_is_the_exact_discretisation(mass):
     # saved every fifth sample: the same rows
     sparse = run(mass, ts[::5], solver="rk4", fixed_step=h, sample_time=h)
     np.testing.assert_allclose(sparse.q[:, 0], xs[::5, 0], atol=1e-10)
+    # chunks of eight intervals, whose spans are a few ulps off eight steps: each still takes
+    # eight steps on the instants (diffrax would take nine shorter ones, across the instants)
+    long = run(mass, jnp.arange(401) * h, solver="rk4", fixed_step=h, sample_time=h, progress=True)
+    np.testing.assert_allclose(long.q[:, 0], exact(h, 400)[:, 0], atol=1e-10)
+    assert int(long.num_steps) == 400
 
 
 def test_sampled_loop_tends_to_the_continuous_one_at_first_order(mass):
@@ -223,14 +228,19 @@ def test_a_switch_inside_a_step_is_its_mean_there_and_converges():
 def test_gradient_in_the_delay_matches_central_differences():
     """d/d(delay) of the final position, reverse mode through the hold (the switching time
     moves with the delay, spread over its step), against central differences of the exact
-    discretisation: within 0.5 % at steps of h/4 .. h/16 (measured 0.02-0.2 %)."""
-    h, d = 0.01, 0.0237
-    eps = 1e-6
-    fd = (exact_delayed(h, 50, d + eps)[-1, 0] - exact_delayed(h, 50, d - eps)[-1, 0]) / (2 * eps)
-    assert abs(fd) > 0.1
-    for k in (4, 16):
-        grad = jax.grad(lambda d, k=k: delayed(h, 50, d, h / k, longest=0.03)[-1, 0])
-        assert float(grad(jnp.asarray(d))) == pytest.approx(fd, rel=5e-3), k
+    discretisation: within 0.5 % at steps of h/4 .. h/16 (measured 0.02-0.2 %); where the
+    switch falls on a step's boundary, whatever the rounding, within 1 %."""
+    h, eps = 0.01, 1e-6
+    # a switch inside a step; one on every instant (whole intervals), where the derivative is
+    # the step after the switch's alone (one-sided, measured 0.6 % off at h/16)
+    for d, rel in ((0.0237, 5e-3), (0.02, 1e-2)):
+        fd = (exact_delayed(h, 50, d + eps)[-1, 0] - exact_delayed(h, 50, d - eps)[-1, 0]) / (
+            2 * eps
+        )
+        assert abs(fd) > 0.1
+        for k in (4, 16):
+            grad = jax.grad(lambda d, k=k: delayed(h, 50, d, h / k, longest=0.03)[-1, 0])
+            assert float(grad(jnp.asarray(d))) == pytest.approx(fd, rel=rel), (d, k)
 
 
 def test_a_delay_beyond_the_kept_commands_or_negative_fails_the_solve():

@@ -579,7 +579,7 @@ class _Solve(NamedTuple):
             solver,
             t0=ts[0],
             t1=ts[-1],
-            dt0=self.dt0,
+            dt0=_landing_step(self, ts[0], ts[-1]),
             y0=y0,
             saveat=saveat,
             stepsize_controller=self.step_controller,
@@ -636,10 +636,17 @@ def _solve_in_chunks(opts: _Solve, vector_field, y0, ts, save_fn, solver) -> _Ch
         run = _chunk
     bar = tqdm(total=float(t[-1] - t[0]), desc="simulate", unit="s", leave=False,
                bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")  # fmt: skip
+    # a hold of delayed commands keeps them in its solver state: each chunk goes on from the
+    # state the last left (its first from the solver's own start), not from a fresh hold
+    state = None
+    if isinstance(solver, ZeroOrderHold) and solver.keep > 0:
+        init = _call_saved if run is _chunk_saved else call_compiled
+        state = init(_solver_start, solver, vector_field, y0, ts[idx[0]], opts.args)
     rows, steps, result, y = [], 0, diffrax.RESULTS.successful, y0
     try:
         for j in range(k):
-            ys, y_end, res, n = run(opts, vector_field, save_fn, solver, y, ts[idx[j]])
+            ys, y_end, res, n, end = run(opts, vector_field, save_fn, solver, y, ts[idx[j]], state)
+            state = None if state is None else end
             rows.append(ys if j == 0 else jax.tree.map(lambda a: a[1:], ys))
             steps += int(n)
             bar.update(float(t[idx[j, -1]] - t[idx[j, 0]]))
@@ -661,26 +668,48 @@ def _call(fn, *args):
     return fn(*args)
 
 
-def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts):
+def _chunk_solve(opts: _Solve, vector_field, save_fn, solver, y0, ts, state=None):
     """One chunk of `_solve_in_chunks`: the saves at ``ts``, the state at ``ts[-1]``, the
-    result and the accepted steps."""
+    result, the accepted steps and the solver's state there (``state``: the one to start
+    from; None: the solver's own start)."""
     save = diffrax.SubSaveAt(ts=ts, fn=save_fn)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         solver,
         t0=ts[0],
         t1=ts[-1],
-        dt0=opts.dt0,
+        dt0=_landing_step(opts, ts[0], ts[-1]),
         y0=y0,
-        saveat=diffrax.SaveAt(subs=[save, diffrax.SubSaveAt(t1=True)]),
+        saveat=diffrax.SaveAt(
+            subs=[save, diffrax.SubSaveAt(t1=True)], solver_state=state is not None
+        ),
         stepsize_controller=opts.step_controller,
         max_steps=opts.max_steps,
         throw=False,
         adjoint=opts.adjoint,
         args=opts.args,
+        solver_state=state,
     )
     ys, y_end = sol.ys
-    return ys, jax.tree.map(lambda a: a[0], y_end), sol.result, sol.stats["num_accepted_steps"]
+    y_end = jax.tree.map(lambda a: a[0], y_end)
+    return ys, y_end, sol.result, sol.stats["num_accepted_steps"], sol.solver_state
+
+
+def _landing_step(opts: _Solve, t0, t1):
+    """``opts.dt0``; a fixed step that nearly divides ``t1 - t0`` made to divide it exactly.
+    diffrax's constant steps are ``(t1 - t0) / ceil((t1 - t0) / dt0)``: a span a few ulps
+    longer than a whole number of steps (a chunk's, or 17 s of 1 ms steps) would take one step
+    more, every step shorter, and a sampled loop's steps would straddle its instants."""
+    if not isinstance(opts.step_controller, diffrax.ConstantStepSize):
+        return opts.dt0
+    span = t1 - t0
+    n = jnp.maximum(jnp.round(span / opts.dt0), 1.0)
+    return jnp.where(jnp.abs(n * opts.dt0 - span) <= 1e-9 * span, span / n, opts.dt0)
+
+
+def _solver_start(solver, vector_field, y0, ts, args):
+    """``solver``'s state at the start of a solve over ``ts`` (`_solve_in_chunks`)."""
+    return solver.init(diffrax.ODETerm(vector_field), ts[0], ts[-1], y0, args)
 
 
 def _command_shape(loop: _ClosedLoop, t0, yp0, c0):
@@ -905,7 +934,9 @@ def _simulate_with_states(
             # a plain scan, which forward mode differentiates), done here to the wrapped one
             inner = eqx.tree_at(lambda s: s.scan_kind, inner, "lax", is_leaf=lambda x: x is None)
         delays = getattr(plant, "command_delays", None) if actuated else None
-        keep = kept_commands(_longest_delay(delays, max_delay), sample_time)
+        keep = (
+            0 if delays is None else kept_commands(_longest_delay(delays, max_delay), sample_time)
+        )
         solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0], delays, keep)
         solve = solve._replace(args=jnp.zeros(u0.shape))
     y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)

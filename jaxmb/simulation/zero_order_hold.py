@@ -138,7 +138,12 @@ class ZeroOrderHold(Forwarding):
         t_n = self.t_start + jnp.floor((t0 - self.t_start) / self.h + SNAP) * self.h
         whole = jnp.floor(self.delays / self.h + SNAP)
         rest = self.delays - whole * self.h  # differentiable: the switching time moves with d
-        after = jnp.clip((t1 - t_n - rest) / (t1 - t0), 0.0, 1.0)
+        # the one step whose span [t0, t1) holds the switch (snapped, half-open: a switch on a
+        # boundary belongs to the step it starts) sees the mean; before it the older command,
+        # after it the newer. So the derivative in d is the same whatever the rounding
+        lo, hi, tol = t0 - t_n, t1 - t_n, SNAP * self.h
+        inside = (rest >= lo - tol) & (rest < hi - tol)
+        after = jnp.where(inside, (hi - rest) / (hi - lo), jnp.where(rest < lo, 1.0, 0.0))
         whole = whole.astype(int)
         fits = (whole >= 0) & (whole < self.keep)  # a negative delay is none either
         whole = jnp.clip(whole, 0, self.keep - 1)
