@@ -29,7 +29,12 @@ from jaxmb.control.vdc_control import VDCController
 from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate, start_position
 from jaxmb.simulation.integrate import refuse_delays
-from jaxmb.simulation.zero_order_hold import hold_options, kept_commands
+from jaxmb.simulation.zero_order_hold import (
+    first_off_instant,
+    hold_options,
+    kept_commands,
+    longest_delay,
+)
 
 __all__ = [
     "machine_controller",
@@ -41,7 +46,6 @@ __all__ = [
     "run_machine",
     "save_times",
     "refuse_off_samples",
-    "longest_delay",
     "table_replay",
     "run_table",
 ]
@@ -102,10 +106,9 @@ def refuse_off_samples(machine, ts, where: str) -> None:
     h = machine.sample_time
     if h is None:
         return
-    t = np.asarray(ts)
-    off = np.abs(t / h - np.round(t / h)) > 1e-6
-    if off.any():
-        i = int(np.argmax(off))
+    i = first_off_instant(ts, h)
+    if i is not None:
+        t = np.asarray(ts)
         raise ValueError(
             f"{where}: the saved rows must fall on the controller's samples, multiples of "
             f"{h:g} s (machine file {machine.path}: [vdc] rate = {machine.rate:g} Hz); row {i} "
@@ -164,12 +167,6 @@ def closed_loop_run(
         delay = sample_time * kept_commands(longest_delay(plant), sample_time)
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
     return _closed_loop_run(plant, controller, ts, progress, sample_time, steps, delay)
-
-
-def longest_delay(plant) -> float:
-    """The plant's longest command delay (s; its valves' ``delay``), 0 without valves."""
-    delays = getattr(plant, "command_delays", None)
-    return 0.0 if delays is None else float(np.max(np.asarray(delays), initial=0.0))
 
 
 @saved

@@ -32,7 +32,6 @@ from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, 
 from jaxmb.control.crane_run import ATOL as CRANE_ATOL
 from jaxmb.control.crane_run import RTOL as CRANE_RTOL
 from jaxmb.control.machine_run import (
-    longest_delay,
     loop_options,
     machine_controller,
     refuse_off_samples,
@@ -51,6 +50,7 @@ from jaxmb.control.scenario import Scenario, section_iv
 from jaxmb.control.vdc_control import VDCController
 from jaxmb.models.series_parallel import STROKE
 from jaxmb.simulation import ADAPTIVE_SOLVERS, simulate, start_position
+from jaxmb.simulation.zero_order_hold import longest_delay
 
 __all__ = ["SolverOptions", "ArmStudy", "MachineStudy", "arm_study", "machine_study"]
 
@@ -452,12 +452,12 @@ def machine_study(
         q0=q0,
         kinematics_fixed=geometry.isdisjoint(sampled),
         sample_time=h,
-        max_delay=min(_longest_delay(plant, distribution, nominal), float(t_final)),
+        max_delay=min(_longest_sampled_delay(plant, distribution, nominal), float(t_final)),
     )
     return study, controller
 
 
-def _longest_delay(plant, distribution: Distribution, nominal) -> float:
+def _longest_sampled_delay(plant, distribution: Distribution, nominal) -> float:
     """The longest command delay (s) of the nominal plant or of any sample's (`MachineStudy`;
     the caller caps it at the horizon, beyond which no command arrives)."""
     longest = longest_delay(plant)

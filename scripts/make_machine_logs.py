@@ -20,11 +20,16 @@ What it does (deterministic for a given seed), for any machine file:
    ``--offsets BAR`` every pressure transducer reads a constant drawn in +-BAR beyond it. A
    machine whose file takes its supply from the log (``supply_from_log``) gets a load-sensing
    pump's: the highest chamber pressure of the run plus a 30 bar margin, within 60 bar and the
-   file's supply pressure, through a 50 ms lag; the loop and the replay both run on it.
+   file's supply pressure, through a 50 ms lag; the loop and the replay both run on it. This is
+   an assumed, simple model of a load-sensing pump (the supply follows the highest load
+   pressure plus a margin of 20-30 bar: Axin, Eriksson & Krus 2014, "Flow versus pressure
+   control of pumps in mobile hydraulic systems", Proc. IMechE I 228(4)); it senses every
+   chamber rather than the open work ports, and the first-order lag stands in for the pump's
+   displacement controller.
 4. Writes the log in the machine's own column names and units (its ``[log]`` table), so the
    logs also test that mapping: ``<name>_excitation`` (40 s), ``<name>_validation`` (20 s),
    their sidecars (the payload is a known condition) and ``<name>_truth.json``. With
-   ``--campaign`` (issue 79's example), three logs of one machine on different days:
+   ``--campaign`` (the example in data/machines/mobile_knuckle), three logs of one machine on different days:
    ``<name>_empty`` (30 s, the bucket empty: its sidecar names 0 kg), ``<name>_loaded`` (30 s,
    an unknown load the sidecar does not name; the truth file holds it) and
    ``<name>_validation`` (20 s, a named load).

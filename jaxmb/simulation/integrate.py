@@ -50,7 +50,13 @@ from jaxmb.simulation.references import desired_state
 from jaxmb.simulation.rk4 import RK4
 from jaxmb.simulation.rosenbrock import Rodas4
 from jaxmb.simulation.sensitivities import SharedJacobianForwardMode, plant_field
-from jaxmb.simulation.zero_order_hold import SNAP, ZeroOrderHold, kept_commands
+from jaxmb.simulation.zero_order_hold import (
+    SNAP,
+    ZeroOrderHold,
+    first_off_instant,
+    kept_commands,
+    longest_delay,
+)
 
 __all__ = ["Trajectory", "simulate", "ADAPTIVE_SOLVERS"]
 
@@ -429,16 +435,14 @@ def simulate(
     return solve.finish(trajectory, solve(vector_field, (q0, qd0), ts, saveat, solver))
 
 
-def _longest_delay(delays, max_delay) -> float:
+def _longest_delay(plant, max_delay) -> float:
     """The longest command delay a sampled loop must hold: ``max_delay`` where given, else the
     plant's concrete delays' (traced ones without a bound: 0, their commands then NaN)."""
-    if max_delay is not None:
-        if not (max_delay >= 0 and np.isfinite(max_delay)):
-            raise ValueError(f"simulate: max_delay must be >= 0 s and finite, got {max_delay}")
-        return float(max_delay)
-    if delays is None or isinstance(delays, jax.core.Tracer):
-        return 0.0
-    return float(np.max(np.asarray(delays), initial=0.0))
+    if max_delay is None:
+        return longest_delay(plant)
+    if not (max_delay >= 0 and np.isfinite(max_delay)):
+        raise ValueError(f"simulate: max_delay must be >= 0 s and finite, got {max_delay}")
+    return float(max_delay)
 
 
 def refuse_delays(plant, where: str) -> None:
@@ -505,12 +509,11 @@ def _check_sampling(sample_time, fixed_step, ts, controller, stateful: bool) -> 
                 "which needs concrete ts; give fixed_step (dividing sample_time) inside a trace"
             ) from None
         return
-    k = (t - t[0]) / sample_time
-    off = np.abs(k - np.round(k)) > SNAP
-    if off.any():
+    i = first_off_instant(t, sample_time)
+    if i is not None:
         raise ValueError(
             f"simulate: ts must lie on the sampling instants ts[0] + k * sample_time "
-            f"({sample_time} s): ts[{int(np.argmax(off))}] = {t[np.argmax(off)]} does not"
+            f"({sample_time} s): ts[{i}] = {t[i]} does not"
         )
 
 
@@ -934,9 +937,7 @@ def _simulate_with_states(
             # a plain scan, which forward mode differentiates), done here to the wrapped one
             inner = eqx.tree_at(lambda s: s.scan_kind, inner, "lax", is_leaf=lambda x: x is None)
         delays = getattr(plant, "command_delays", None) if actuated else None
-        keep = (
-            0 if delays is None else kept_commands(_longest_delay(delays, max_delay), sample_time)
-        )
+        keep = 0 if delays is None else kept_commands(_longest_delay(plant, max_delay), sample_time)
         solver = ZeroOrderHold(inner, loop.held, float(sample_time), ts[0], delays, keep)
         solve = solve._replace(args=jnp.zeros(u0.shape))
     y0 = (jax.tree.map(jnp.divide, yp0, loop.scale), loop.c0)

@@ -35,10 +35,19 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxmb.simulation.wrapped import Forwarding
 
-__all__ = ["ZeroOrderHold", "on_instant", "hold_options", "kept_commands", "MAX_STEP"]
+__all__ = [
+    "ZeroOrderHold",
+    "on_instant",
+    "first_off_instant",
+    "hold_options",
+    "kept_commands",
+    "longest_delay",
+    "MAX_STEP",
+]
 
 # s: the longest step `hold_options` takes, Petrovic & Mattila's own (RK4 at a fixed 1 ms, as
 # their Simulink model's ode4). Inside an interval the field is smooth (the command is held),
@@ -65,6 +74,25 @@ def kept_commands(max_delay: float, h: float) -> int:
     if not max_delay > 0:
         return 0
     return int(math.floor(max_delay / h + SNAP)) + 1
+
+
+def longest_delay(plant) -> float:
+    """The plant's longest command delay (s; its valves' ``delay``) where it is concrete: 0
+    without valves or where the delays are traced (a caller that traces them passes a bound,
+    `jaxmb.simulation.simulate`'s ``max_delay``)."""
+    delays = getattr(plant, "command_delays", None)
+    if delays is None or isinstance(delays, jax.core.Tracer):
+        return 0.0
+    return float(np.max(np.asarray(delays), initial=0.0))
+
+
+def first_off_instant(ts, h: float) -> int | None:
+    """The index of the first of the concrete times ``ts`` off the sampling instants
+    ``ts[0] + k h`` (to `SNAP` of an interval), None where all are on them."""
+    t = np.asarray(ts)
+    k = (t - t[0]) / h
+    off = np.flatnonzero(np.abs(k - np.round(k)) > SNAP)
+    return int(off[0]) if off.size else None
 
 
 def on_instant(t, t_start, h: float):
