@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxmb.identification import fit_progress, report
 from jaxmb.identification.coulomb_width import choose_coulomb_width
-from jaxmb.identification.cutoff_choice import choose_cutoff
+from jaxmb.identification.cutoff_choice import CANDIDATES, choose_cutoff
 from jaxmb.identification.regressor import JOINT_TERMS
 from jaxmb.identification.rigid import (
     DEFAULT_TERMS,
@@ -134,18 +134,29 @@ def _fit_grid(logs: dict) -> float | None:
     return dt
 
 
-def _check_samples(segments: dict, log_paths, cutoff: float) -> None:
+def _check_samples(segments: dict, log_paths, cutoff: float, chosen: bool = False) -> None:
     """Refuse a log that leaves no sample at ``cutoff``: at least one of its gap-free pieces
-    must be longer than the two ``3 / cutoff`` edges the zero-phase filter trims."""
+    must be longer than the two ``3 / cutoff`` edges the zero-phase filter trims. ``chosen``:
+    ``cutoff`` is the highest the default rule may choose, so a log refused is too short for
+    any, and is named as that (by its length) rather than blamed on the rule."""
     edge = 3.0 / cutoff
     for p in log_paths:
-        longest = max(float(seg.t[-1] - seg.t[0]) for seg in segments[p])
-        if longest <= 2 * edge:
+        piece = max(segments[p], key=lambda seg: float(seg.t[-1] - seg.t[0]))
+        longest = float(piece.t[-1] - piece.t[0])
+        if longest > 2 * edge:
+            continue
+        stretch = f"its longest gap-free stretch is {longest:.3g} s ({piece.t.size} samples)"
+        if chosen:
             raise ValueError(
-                f"{Path(p).name}: no samples at the {cutoff:g} Hz low-pass: its longest gap-free "
-                f"stretch is {longest:.3g} s, and the filter trims {edge:.3g} s at both ends; a "
-                "longer log, or a higher --cutoff"
+                f"{Path(p).name}: too short to identify: {stretch}, and the low-pass filter "
+                f"trims {edge:.3g} s at both ends even at its highest cutoff ({cutoff:g} Hz), so "
+                f"a stretch must be longer than {2 * edge:.3g} s; a longer log (tens of seconds "
+                "of motion)"
             )
+        raise ValueError(
+            f"{Path(p).name}: no samples at the {cutoff:g} Hz low-pass: {stretch}, and the "
+            f"filter trims {edge:.3g} s at both ends; a longer log, or a higher --cutoff"
+        )
 
 
 def _sampling_line(source: str, note: dict) -> str:
@@ -244,6 +255,7 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         carried += [payloads[p]] * len(segments[p])
     choice = None
     if chosen:  # below 0.4 of the lowest rate of every log it will filter
+        _check_samples(segments, [*log_paths, *validate], max(CANDIDATES), chosen=True)
         fs = min(1.0 / sampling_report(lg).dt for lg in (*logs.values(), *vlogs.values()))
         choice = choose_cutoff(fit_segments, model.coordinate_names, fs=fs)
         options = {**options, "cutoff": choice["cutoff_hz"]}

@@ -40,12 +40,36 @@ def check_writable(out) -> None:
     parent = Path(out).absolute()
     while not parent.exists():
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    _refuse_file(out, parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise SystemExit(f"jaxmb: --out: cannot write to {str(out)!r} ({parent} is not writable)")
+
+
+def _refuse_file(out, found) -> None:
+    """Refuse an ``--out`` that is, or lies inside, an existing file (``found``: the nearest
+    path of ``out``'s that exists)."""
+    from pathlib import Path
+
+    if found.is_dir():
+        return
+    if found == Path(out).absolute():
+        raise SystemExit(
+            f"jaxmb: --out: cannot write to {str(out)!r}: it is an existing file, and --out "
+            "names a folder (give another name, or remove the file)"
+        )
+    raise SystemExit(
+        f"jaxmb: --out: cannot write to {str(out)!r}: {str(found)!r} is a file, not a folder"
+    )
 
 
 def check_out(out) -> None:
     """The output folder must be creatable and writable before anything is computed."""
+    from pathlib import Path
+
+    found = Path(out).absolute()
+    while not found.exists():
+        found = found.parent
+    _refuse_file(out, found)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".jaxmb-write-test"

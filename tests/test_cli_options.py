@@ -241,3 +241,20 @@ def test_each_option_is_refused_by_name(tmp_path, capsys, command, option):
     text = code if isinstance(code, str) else capsys.readouterr().err
     assert re.search(message, text), text
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "identify", "montecarlo", "tune"])
+@pytest.mark.parametrize("inside", [False, True])
+def test_an_out_that_is_a_file_is_named_as_one(tmp_path, command, inside):
+    """An ``--out`` that is an existing file (or lies inside one) is refused as that, not as a
+    folder that cannot be written, and the file is left as it was."""
+    inputs = {"simulate": [], "identify": [KR300, "--model", "kr300"], "montecarlo": [STUDY],
+              "tune": [STUDY]}[command]  # fmt: skip
+    file = tmp_path / "results"
+    file.write_text("kept")
+    out = file / "run" if inside else file
+    with pytest.raises(SystemExit) as info:
+        main([command, *inputs, "--out", str(out), "--quiet"])
+    said = f"'{file}' is a file, not a folder" if inside else "it is an existing file"
+    assert f"--out: cannot write to '{out}': {said}" in str(info.value.code)
+    assert file.read_text() == "kept"

@@ -348,7 +348,7 @@ def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, caps
          r"b\.csv: sidecar conditions\.payload_com: expected \[x, y, z\] in m"),
         ({}, ("a", "a"), r"logs \['a'\]: given twice, or two files of one name"),
         ({}, ("a",), r"a\.csv: no samples at the 2 Hz low-pass: its longest gap-free stretch is "
-         r"3 s, and the filter trims 1\.5 s at both ends"),
+         r"3 s \(601 samples\), and the filter trims 1\.5 s at both ends"),
     ],
 )  # fmt: skip
 def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, message):
@@ -361,6 +361,22 @@ def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, messa
     argv = ["identify", *(str(tmp_path / f"{n}.csv") for n in names), "--model", str(path),
             "--out", str(out), "--quiet"]  # fmt: skip
     with pytest.raises(SystemExit, match=message):
+        cli.main(argv)
+    assert not out.exists()
+
+
+def test_a_log_too_short_for_any_cutoff_is_refused_by_its_length(robot, tmp_path):
+    """A log shorter than what the default cutoff rule could ever filter is refused by its
+    length in samples and seconds, not blamed on the rule (which found no motion in it)."""
+    path, model = robot
+    write_log(tmp_path / "a.csv", _log(model, 0, t_final=0.3))
+    out = tmp_path / "out"
+    argv = ["identify", str(tmp_path / "a.csv"), "--model", str(path), "--out", str(out),
+            "--quiet"]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"a\.csv: too short to identify: its longest gap-free "
+                       r"stretch is 0\.3 s \(61 samples\), and the low-pass filter trims 0\.2 s "
+                       r"at both ends even at its highest cutoff \(15 Hz\), so a stretch must be "
+                       r"longer than 0\.4 s"):  # fmt: skip
         cli.main(argv)
     assert not out.exists()
 
