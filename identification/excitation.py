@@ -37,7 +37,6 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from jaxmb.identification.regressor import (
     base_parameters,
     check_terms,
-    full_regressor,
     parameter_names,
     stacked_regressor,
 )
@@ -294,22 +293,6 @@ def base_columns(
     return tuple(sorted(bp.independent))
 
 
-def _stack(model, Q, Qd, Qdd, terms, coulomb_width, stribeck_velocity):
-    """``(N n, p)`` stacked regressor, vmapped (differentiable in Q, Qd, Qdd)."""
-    Y = jax.vmap(
-        lambda q, qd, qdd: full_regressor(
-            model,
-            q,
-            qd,
-            qdd,
-            terms,
-            coulomb_width=coulomb_width,
-            stribeck_velocity=stribeck_velocity,
-        )
-    )(Q, Qd, Qdd)
-    return Y.reshape(-1, Y.shape[-1])
-
-
 def excitation_cost(
     traj: FourierTrajectory,
     model: Model,
@@ -336,7 +319,9 @@ def excitation_cost(
             f"{len(columns)} base columns"
         )
     Q, Qd, Qdd = traj.sample(ts)
-    W = _stack(model, Q, Qd, Qdd, terms, coulomb_width, stribeck_velocity)[:, columns]
+    W = stacked_regressor(model, Q, Qd, Qdd, terms, coulomb_width=coulomb_width,
+                          stribeck_velocity=stribeck_velocity)  # fmt: skip
+    W = W.reshape(-1, W.shape[-1])[:, columns]
     W = W / jnp.linalg.norm(W, axis=0, keepdims=True)
     s = jnp.linalg.svd(W, compute_uv=False)  # descending
     return jnp.log(s[0]) - jnp.log(s[-1])

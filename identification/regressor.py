@@ -141,8 +141,8 @@ def stacked_regressor(
     Qdd: Float[ArrayLike, "N n"],
     terms: Sequence[str] = (),
     *,
-    coulomb_width: float = 1e-2,
-    stribeck_velocity: float = 0.1,
+    coulomb_width: float | Float[Array, ""] = 1e-2,
+    stribeck_velocity: float | Float[Array, ""] = 0.1,
 ) -> Float[Array, "N n p"]:
     """`full_regressor` at every sample (batched, 256 samples per vectorised chunk to bound
     memory on long logs). Reshape to ``(N*n, p)`` for least squares."""
