@@ -2,7 +2,8 @@
 Petrovic & Mattila (2022) on the spec's A-B-C-D task, and open-loop replays of command tables,
 as pure functions (`crane_closed_loop`, `crane_replay`): the reference the machine-file path
 (`machine_run`, which ``jaxmb simulate --machine crane`` takes, as any machine file) is tested
-against, and the VDC gains and tolerances every machine starts from.
+against, and where the VDC gains and tolerances every machine starts from were chosen
+(`jaxmb.control.vdc_control.GAINS`, `jaxmb.control.machine_run.RTOL`).
 
 Solver and tolerances, chosen on evidence (``python scripts/bench_crane.py`` prints the
 comparison): the loop is mildly stiff, its fastest mode about -1.6e3 1/s from the smooth
@@ -29,42 +30,23 @@ gradients.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxmb.control.vdc_control import VDCController
+from jaxmb.control.machine_run import ATOL, RTOL
+from jaxmb.control.vdc_control import GAINS, VDCController
 from jaxmb.models.crane import (
     WAYPOINTS,
     abcd_reference,
     crane_chain,
     lift_tilt_crane_plant,
 )
-from jaxmb.saved_programs import saved
 from jaxmb.simulation import CommandTable, Trajectory, simulate
 
 __all__ = [
-    "GAINS",
-    "RTOL",
-    "ATOL",
     "crane_controller",
     "crane_closed_loop",
     "crane_replay",
 ]
-
-# VDC gains (the paper gives none): lambda_q = 10 1/s (eq. (36)), K_A = 50 M_A + I (eq. (8)),
-# k_x = 3e-2 m and k_f = 1e-7 m^2/(s N) (eq. (90): the force error decays at beta k_f = 100 1/s).
-# Chosen by a sweep (scripts/bench_crane.py --sweep) on three runs: the A-B-C-D task at 4 s
-# per segment with booms 20 % (lift) and 50 % (tilt) heavier than the controller believes, and
-# the spec's 2 s task on the nominal and on that heavy plant. Max joint errors (rad), in order:
-#   lambda 5,  k_v 10, k_x 1e-3: 0.031, 0.149, 0.204   (the first guess)
-#   lambda 10, k_v 50, k_x 1e-3: 0.0068, 0.311, 0.352  (stiffer K_A alone fights saturation)
-#   lambda 10, k_v 50, k_x 3e-2: 0.0034, 0.150, 0.172  (chosen)
-#   lambda 10, k_v 50, k_x 1e-1: 0.0024, 0.150, 0.171  (35 % more solver steps)
-# On the 2 s task the nominal error, 0.15 rad, is set by the lift valve's saturation, not by
-# the gains (see tests/test_crane.py).
-GAINS = {"lam": 10.0, "k_v": 50.0, "k_0": 1.0, "k_x": 3e-2, "k_f": 1e-7}
-RTOL, ATOL = 1e-6, 1e-8
 
 
 def crane_controller(plant=None, reference=None, **gains) -> VDCController:
@@ -95,29 +77,3 @@ def crane_replay(
     q0 = jnp.asarray(WAYPOINTS["A"] if q0 is None else q0, dtype=float)
     opts = {"rtol": RTOL, "atol": ATOL, "max_steps": 500_000, **options}
     return simulate(plant, table, None, q0, jnp.zeros(2), ts, progress=progress, **opts)
-
-
-@saved
-def _terms_along(controller: VDCController, t, q, qd, acts):
-    """`VDCController.terms` at every saved state (compiled once per controller layout, and
-    kept for later runs: `jaxmb.saved_programs`)."""
-    return jax.vmap(
-        lambda t_, q_, qd_, a: controller.terms(t_, {"q": q_, "qd": qd_, "actuators": a})
-    )(t, q, qd, acts)
-
-
-def control_series(controller: VDCController, tr: Trajectory) -> dict[str, np.ndarray]:
-    """Required piston forces and piston velocities along a closed-loop run (for the report)."""
-    acts = {
-        a.name: {"p_a": tr.signals[f"p_a_{a.name}"], "p_b": tr.signals[f"p_b_{a.name}"]}
-        for a in controller.plant.actuators
-    }
-    T = _terms_along(controller, tr.t, tr.q, tr.qd, acts)
-    out = {}
-    for i, a in enumerate(controller.plant.actuators):
-        out[f"f_r_{a.name}"] = np.asarray(T.f_pr[:, i])
-        out[f"f_p_{a.name}"] = np.asarray(T.f_p[:, i])
-        out[f"xd_r_{a.name}"] = np.asarray(T.xd_r[:, i])
-    for i, nm in enumerate(tr.coordinate_names):
-        out[f"{nm}_d"] = np.asarray(tr.q_d[:, i])
-    return out

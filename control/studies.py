@@ -29,9 +29,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxmb.control.bounds import inertia_eigenvalue_bounds, lumped_uncertainty, ultimate_bounds
-from jaxmb.control.crane_run import ATOL as CRANE_ATOL
-from jaxmb.control.crane_run import RTOL as CRANE_RTOL
 from jaxmb.control.machine_run import (
+    ATOL,
+    RTOL,
     loop_options,
     machine_controller,
     refuse_off_samples,
@@ -403,7 +403,7 @@ def machine_study(
     *,
     seed: int = 0,
     t_final: float | None = None,
-    options: SolverOptions = SolverOptions(rtol=CRANE_RTOL, atol=CRANE_ATOL, dt_save=1e-3),  # noqa: B008
+    options: SolverOptions = SolverOptions(rtol=RTOL, atol=ATOL, dt_save=1e-3),  # noqa: B008
     settle: float = 0.0,
     payload: float | None = None,
     plant=None,

@@ -14,7 +14,7 @@ The peer, run in the same process: the paper's own solver setting, classical RK4
 orientation only (other machine, other model).
 
     python scripts/bench_crane.py [--batch 1000] [--horizon 2] [--cores 2] [--repeats 3]
-    python scripts/bench_crane.py --sweep        # the gain sweep behind control/crane_run.GAINS
+    python scripts/bench_crane.py --sweep        # the gain sweep behind control/vdc_control.GAINS
 """
 
 import argparse
@@ -46,8 +46,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
-from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller  # noqa: E402
-from jaxmb.control.machine_run import machine_closed_loop, machine_controller  # noqa: E402
+from jaxmb.control.crane_run import crane_closed_loop, crane_controller  # noqa: E402
+from jaxmb.control.machine_run import ATOL, RTOL, machine_closed_loop, machine_controller  # noqa: E402
 from jaxmb.io.machine import load_machine  # noqa: E402
 from jaxmb.models.crane import WAYPOINTS  # noqa: E402
 from jaxmb.simulation import QuinticWaypoints  # noqa: E402
@@ -282,7 +282,7 @@ def batched(plant, ctrl):
 
 
 def sweep(plant):
-    """The gain sweep behind control/crane_run.GAINS (max joint error, rad)."""
+    """The gain sweep behind control/vdc_control.GAINS (max joint error, rad)."""
     run = eqx.filter_jit(lambda p, c: crane_closed_loop(p, c, TS, throw=False))
     slow = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=4.0)
     fast = QuinticWaypoints([WAYPOINTS[k] for k in "ABCDABCDA"], segment_time=2.0)

@@ -10,8 +10,9 @@ import pytest
 
 import jaxmb
 from jaxmb.control import virtual_stability
-from jaxmb.control.crane_run import ATOL, RTOL, crane_closed_loop, crane_controller, crane_replay
+from jaxmb.control.crane_run import crane_closed_loop, crane_controller, crane_replay
 from jaxmb.control.machine_report import LOG_COLUMNS, log_columns, machine_summary, read_commands
+from jaxmb.control.machine_run import ATOL, RTOL
 from jaxmb.models.crane import WAYPOINTS, abcd_reference
 from jaxmb.simulation import CommandTable, QuinticWaypoints
 

@@ -18,8 +18,8 @@ import pytest
 import jaxmb
 import jaxmb.algorithms.terms as terms
 from jaxmb.cli import main
-from jaxmb.control.crane_run import GAINS
 from jaxmb.control.machine_run import closed_loop_run, machine_controller
+from jaxmb.control.vdc_control import GAINS
 from jaxmb.io.machine import load_machine
 from jaxmb.models.crane import abcd_reference, crane_chain
 from jaxmb.multibody.checks import failures_as_nan

@@ -72,7 +72,7 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     segment_time = 2.0                # s per segment
     hold = 2.0                        # s at the last waypoint
 
-    [vdc]                             # optional: VDC gains (jaxmb.control.machine_run.GAINS
+    [vdc]                             # optional: VDC gains (jaxmb.control.vdc_control.GAINS
     lam = 10.0                        # for those not given); a number, or one per coordinate
     k_x = [3e-2, 3e-2]                # (lam) or cylinder (k_x, k_f); k_v, k_0 are numbers
     rate = 1000.0                     # Hz (default): the controller samples the state and
