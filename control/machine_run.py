@@ -106,7 +106,7 @@ def save_times(t_final: float, dt_save: float):
 
 
 def refuse_off_samples(machine, ts, where: str) -> None:
-    """Refuse saved rows ``ts`` (concrete) off the controller's samples (the file's ``[vdc]
+    """Refuse saved rows ``ts`` (concrete, from 0 s) off the controller's samples (the file's ``[vdc]
     rate``): there a row's command is the one held after the sample. ``where`` names the
     options that set them."""
     h = machine.sample_time
@@ -170,6 +170,11 @@ def closed_loop_run(
     # whole sampling intervals: the program is keyed by it, not by each delay's value
     delay = None
     if sample_time is not None:
+        if isinstance(getattr(plant, "command_delays", None), jax.core.Tracer):
+            raise ValueError(
+                "closed_loop_run: the plant's valve delays are traced, so the commands to keep "
+                "are unknown; call it with a concrete plant, or simulate with max_delay"
+            )
         delay = sample_time * kept_commands(longest_delay(plant), sample_time)
     plant, controller, ts = strong_types((None if same else plant, controller, ts))
     return _closed_loop_run(plant, controller, ts, progress, sample_time, steps, delay)

@@ -255,8 +255,9 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
         carried += [payloads[p]] * len(segments[p])
     choice = None
     if chosen:  # below 0.4 of the lowest rate of every log it will filter
-        _check_samples(segments, [*log_paths, *validate], max(CANDIDATES), chosen=True)
         fs = min(1.0 / sampling_report(lg).dt for lg in (*logs.values(), *vlogs.values()))
+        highest = max((c for c in CANDIDATES if c < 0.4 * fs), default=max(CANDIDATES))
+        _check_samples(segments, log_paths, highest, chosen=True)
         choice = choose_cutoff(fit_segments, model.coordinate_names, fs=fs)
         options = {**options, "cutoff": choice["cutoff_hz"]}
         for path, lg in (*logs.items(), *vlogs.items()):

@@ -11,7 +11,12 @@ import pytest
 
 from jaxmb import Body, Frame, Model
 from jaxmb.simulation import AbstractStatefulController, CommandTable, simulate
-from jaxmb.simulation.zero_order_hold import MAX_STEP, hold_options
+from jaxmb.simulation.zero_order_hold import (
+    MAX_STEP,
+    first_off_instant,
+    hold_options,
+    longest_delay,
+)
 
 M, KP, KD = 2.0, 40.0, 3.0
 
@@ -252,3 +257,21 @@ def test_a_delay_beyond_the_kept_commands_or_negative_fails_the_solve():
     assert np.isnan(np.asarray(delayed(h, 10, jnp.asarray(-0.002), h, longest=0.03))[-1]).all()
     np.testing.assert_allclose(delayed(h, 30, jnp.asarray(0.02), h, longest=0.02),
                                delayed(h, 30, jnp.asarray(0.02), h, longest=0.06), atol=0)  # fmt: skip
+
+
+def test_longest_delay_and_the_first_time_off_the_instants():
+    """`longest_delay` reads a plant's concrete valve delays (0 without valves, or inside a
+    trace, where a caller passes a bound); `first_off_instant` names the first time off
+    ``ts[0] + k h``, None where all are on them (rounding of 1e-12 s is on)."""
+    from jaxmb.io.machine import load_machine
+
+    mobile = load_machine("data/machines/mobile_knuckle/mobile_knuckle.toml").plant
+    assert longest_delay(mobile) == pytest.approx(0.015)  # the file's valves: 15 ms each
+    assert longest_delay(load_machine("crane").plant) == 0.0
+    assert longest_delay(object()) == 0.0  # no valves
+    seen = []
+    jax.jit(lambda p: seen.append(longest_delay(p)) or 0.0)(mobile)
+    assert seen == [0.0]
+    assert first_off_instant(np.arange(101) * 1e-3 + 1e-12, 1e-3) is None
+    assert first_off_instant(0.5 + np.arange(5) * 2e-3, 1e-3) is None  # from ts[0]
+    assert first_off_instant(np.array([0.0, 1e-3, 2.5e-3, 3.5e-3]), 1e-3) == 2

@@ -78,8 +78,9 @@ def kept_commands(max_delay: float, h: float) -> int:
 
 def longest_delay(plant) -> float:
     """The plant's longest command delay (s; its valves' ``delay``) where it is concrete: 0
-    without valves or where the delays are traced (a caller that traces them passes a bound,
-    `jaxmb.simulation.simulate`'s ``max_delay``)."""
+    without valves or where the delays are traced, as they are inside any trace of the plant
+    (the plant stacks them): a caller inside one passes a bound instead
+    (`jaxmb.simulation.simulate`'s ``max_delay``)."""
     delays = getattr(plant, "command_delays", None)
     if delays is None or isinstance(delays, jax.core.Tracer):
         return 0.0
