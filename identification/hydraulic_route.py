@@ -9,8 +9,8 @@ two stages and a refit, with the report files of the main job:
    its noise level against the model (`noise_weighted.fit_noise_weighted`), each segment's start
    state estimated from the samples just after it (`start_states`), the mechanics of stage 1
    either fixed or refined jointly (the boom and payload masses) and internal leakage fitted or
-   not: by default whichever predicts held-out segments better (`model_choice`), and the
-   report says which;
+   not: by default the richer where it predicts held-out segments better by more than one
+   standard error (`model_choice`), and the report says which;
 3. the same parameters with the viscous coefficients and the booms' masses refitted on long
    segments (about 10 s), which see the slow drift a free-run replay integrates, the leakages
    and the payload held (`long_refit`): by default kept where held-out long segments prefer
@@ -203,8 +203,9 @@ def identify_hydraulic(
     ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) and the
     leakage ``"none"`` or ``"fitted"`` and each valve effect the file declares (overlap,
     delay, spool dynamics: ``valve_effects``) ``"held"`` or ``"fitted"`` and the pressure
-    transducers' offsets (``offsets``) ``"none"`` or ``"fitted"``, by default whichever
-    predicts held-out segments better (`model_choice.choose_and_fit`; stage 1 fits each
+    transducers' offsets (``offsets``) ``"none"`` or ``"fitted"``, by default the richer where
+    it predicts held-out segments better by more than one standard error
+    (`model_choice.choose_and_fit`; stage 1 fits each
     cylinder's pressure-force offset and keeps those its std determines, `stage1_offsets`);
     validate by free-run replay of the ``validate`` logs (module docstring), write the report into ``out`` and
     return the summary entries. ``log_path`` may be several logs (a campaign, `campaign`: the

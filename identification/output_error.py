@@ -113,6 +113,7 @@ __all__ = [
     "residuals_and_jacobian",
     "embedding",
     "cost",
+    "segment_costs",
     "per_device",
     "segment_batches",
     "fit",
@@ -612,6 +613,19 @@ def cost(
     """``1/2 |r|^2`` of `residuals` at ``theta``, by the compiled program `fit` uses for the
     same ``columns`` and shapes (its Jacobian unused: one evaluation costs less than
     compiling the residuals alone, 5-10 s on the crane)."""
+    return float(np.sum(segment_costs(theta, plant, spec, segments, columns=columns, dt=dt)))
+
+
+def segment_costs(
+    theta: Float[np.ndarray, " P"],
+    plant: HydraulicPlant,
+    spec: HydraulicParameters,
+    segments: Segments,
+    *,
+    columns: HydraulicParameters | None = None,
+    dt: float = 1e-3,
+) -> Float[np.ndarray, " K"]:
+    """Each segment's ``1/2 |r_k|^2`` (`cost`'s terms, 0 where a segment weighs nothing)."""
     cols = spec if columns is None else columns
     index, active = embedding(spec, cols, "cost")
     theta = np.asarray(theta, float)
@@ -622,7 +636,7 @@ def cost(
     r, _ = residuals_and_jacobian(
         jnp.asarray(full), strong_types(plant), cols, segments, dt, active
     )
-    return 0.5 * float(np.sum(np.asarray(r) ** 2))
+    return 0.5 * np.sum(np.asarray(r).reshape(segments.ts.shape[0], -1) ** 2, axis=1)
 
 
 def per_device(fn, theta, plant: HydraulicPlant, segments: Segments):
