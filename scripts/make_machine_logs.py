@@ -190,6 +190,7 @@ def experiment(plant, rng, t_end, limits, amplitude, dither_v):
         supply = load_sensing(first, plant)
         table = _Supplied(np.asarray(ts), np.zeros((ts.size, m)), plant.command_names)
         table = _with_supply(table, np.asarray(ts), supply, plant)
+        object.__setattr__(table, "law", controller)  # its commands: the feedback law's
         loop = table
     else:
         loop = controller
