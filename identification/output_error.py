@@ -625,7 +625,8 @@ def segment_costs(
     columns: HydraulicParameters | None = None,
     dt: float = 1e-3,
 ) -> Float[np.ndarray, " K"]:
-    """Each segment's ``1/2 |r_k|^2`` (`cost`'s terms, 0 where a segment weighs nothing)."""
+    """Each segment's ``1/2 |r_k|^2`` (`cost`'s terms): 0 where a segment weighs nothing,
+    unless its simulation diverged (`DIVERGED` residuals)."""
     cols = spec if columns is None else columns
     index, active = embedding(spec, cols, "cost")
     theta = np.asarray(theta, float)

@@ -230,8 +230,8 @@ def add_parser(sub) -> None:
         const="fitted",
         default=None,
         help="hydraulic route: fit each cylinder's internal leakage (fitted; --leakage alone), "
-        "leave it at the file's value (none), or (default: auto) whichever predicts held-out "
-        "segments better",
+        "leave it at the file's value (none), or (default: auto) fitted where it predicts "
+        "held-out segments better by more than one standard error",
     )
     p.add_argument(
         "--segment-time",
@@ -255,8 +255,8 @@ def add_parser(sub) -> None:
         choices=["auto", "fixed", "refined"],
         default="auto",
         help="hydraulic route: the mechanics of stage 1 (regressor route) kept fixed in the "
-        "output-error fit, refined jointly (boom and payload masses), or (default) whichever "
-        "predicts held-out segments better",
+        "output-error fit, refined jointly (boom and payload masses), or (default) refined "
+        "where that predicts held-out segments better by more than one standard error",
     )
     p.add_argument(
         "--valve-effects",
@@ -264,7 +264,8 @@ def add_parser(sub) -> None:
         default="auto",
         help="hydraulic route: the valve effects the machine file declares (spool overlap, "
         "command delay, spool dynamics) held at the file's values, fitted from them, or "
-        "(default) each group whichever predicts held-out segments better",
+        "(default) each group fitted where that predicts held-out segments better by more "
+        "than one standard error",
     )
     p.add_argument(
         "--offsets",
@@ -273,7 +274,8 @@ def add_parser(sub) -> None:
         help="hydraulic route: each pressure transducer's constant offset (beyond the "
         "[log] offsets the machine file knows) not fitted, fitted (stage 1 each cylinder's "
         "pressure-force offset, stage 2 each chamber's), or (default) stage 1 keeping those "
-        "above 3 std and stage 2 fitting them where held-out segments predict better",
+        "above 3 std and stage 2 fitting them where held-out segments predict better by more "
+        "than one standard error",
     )
     p.add_argument(
         "--cpu-devices",
