@@ -193,6 +193,7 @@ def identify_hydraulic(
     mechanics: str = "auto",
     valve_effects: str = "auto",
     offsets: str = "auto",
+    encoder_offsets: str = "auto",
     cutoff: float | None = None,
     stride: int | None = None,
     long: str = "auto",
@@ -203,7 +204,8 @@ def identify_hydraulic(
     ``"fixed"``, ``"refined"`` (the booms' and payload's masses fitted jointly) and the
     leakage ``"none"`` or ``"fitted"`` and each valve effect the file declares (overlap,
     delay, spool dynamics: ``valve_effects``) ``"held"`` or ``"fitted"`` and the pressure
-    transducers' offsets (``offsets``) ``"none"`` or ``"fitted"``, by default the richer where
+    transducers' offsets (``offsets``) and the encoders' (``encoder_offsets``) ``"none"`` or
+    ``"fitted"``, by default the richer where
     it predicts held-out segments better by more than one standard error
     (`model_choice.choose_and_fit`; stage 1 fits each
     cylinder's pressure-force offset and keeps those its std determines, `stage1_offsets`);
@@ -219,7 +221,7 @@ def identify_hydraulic(
     log whose replay fails is reported by name under ``"validation_failed"`` (the others are
     still replayed), for the caller to raise after writing the summary."""
     choice.check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects,
-                         offsets=offsets)  # fmt: skip
+                         offsets=offsets, encoder_offsets=encoder_offsets)  # fmt: skip
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
     paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
@@ -245,7 +247,8 @@ def identify_hydraulic(
         machine, logs, fit_log, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,
         prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
-        offsets=offsets, cutoff=cutoff, stride=stride, long=long,
+        offsets=offsets, encoder_offsets=encoder_offsets, cutoff=cutoff, stride=stride,
+        long=long,
     )  # fmt: skip
     summary = _write_fit(name, machine, fit, out, paths, validate, segment_time)
     summary["validation"] = "pending: the fit is written; the validation logs replay next"
@@ -290,7 +293,7 @@ def identify_hydraulic(
 def _fit(
     machine: Machine, logs: Mapping[str, tuple[Log, dict]], fit_log: Log, progress, *, window,
     segment_time, friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects,
-    offsets, cutoff, stride, long,
+    offsets, encoder_offsets, cutoff, stride, long,
 ) -> _Fit:  # fmt: skip
     """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring), on
     one log (``fit_log``: its ``window``) or a campaign's (`campaign`)."""
@@ -338,7 +341,8 @@ def _fit(
             plant, base, leaks, refined_selectors(plant, stage1), seg, heads=heads,
             mechanics=mechanics, leakage=leakage, effects=choice.effect_selectors(plant),
             valve_effects=valve_effects, sensors=choice.sensor_selectors(plant),
-            offsets=offsets, max_evaluations=max_evaluations,
+            offsets=offsets, encoders=choice.encoder_selectors(plant),
+            encoder_offsets=encoder_offsets, max_evaluations=max_evaluations,
         )  # fmt: skip
     compile_cache.relieve()  # between stages (`compile_cache.relieve`)
     with fit_progress.fitting("long refit"):
@@ -564,6 +568,7 @@ def _write_fit(
         "leakage": fit.choices["leakage"],
         "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
         "offsets": {**fit.choices["offsets"], "stage1": fit.stage1_offsets},
+        "encoder_offsets": fit.choices["encoder_offsets"],
         "long_refit": long_report,
         "fit_rmse": _pooled_rmse(fit.pred),
         "fit_rmse_nominal": _pooled_rmse(fit.nominal),

@@ -489,6 +489,7 @@ def identify(
     mechanics: str = "auto",
     valve_effects: str = "auto",
     offsets: str = "auto",
+    encoder_offsets: str = "auto",
     segment_time: float | None = None,
     long_refit: str = "auto",
     show_progress: bool = True,
@@ -498,7 +499,8 @@ def identify(
     ``method``, ``terms``, ``coulomb_width`` and ``drives`` are the regressor route's (a rigid
     robot; default "consistent", `DEFAULT_TERMS`, the width chosen from the velocity's noise
     (`coulomb_width`), the model's own drives); ``leakage``, ``segment_time``, ``mechanics``,
-    ``valve_effects``, ``offsets`` and ``long_refit`` a hydraulic machine's. An option given
+    ``valve_effects``, ``offsets``, ``encoder_offsets`` and ``long_refit`` a hydraulic
+    machine's. An option given
     for the other route is refused.
     ``cutoff`` and ``stride`` (the low-pass and decimation of the regressor equations) apply to
     both: for a robot, the cutoff chosen from the motion (`cutoff_choice`) and stride 1;
@@ -550,6 +552,7 @@ def identify(
                      "--mechanics": mechanics != "auto",
                      "--valve-effects": valve_effects != "auto",
                      "--offsets": offsets != "auto",
+                     "--encoder-offsets": encoder_offsets != "auto",
                      "--long-refit": long_refit != "auto"}  # fmt: skip
             if any(given.values()):
                 raise ValueError(
@@ -604,7 +607,7 @@ def identify(
                 name, m, paths, out, validate, progress, save=write_summary, window=window,
                 leakage=leakage or "auto",
                 prior_weight=prior_weight, mechanics=mechanics, valve_effects=valve_effects,
-                offsets=offsets, cutoff=cutoff, stride=stride,
+                offsets=offsets, encoder_offsets=encoder_offsets, cutoff=cutoff, stride=stride,
                 long=long_refit,
                 segment_time=0.5 if segment_time is None else segment_time,
             )  # fmt: skip

@@ -1,7 +1,7 @@
 r"""Which parameters the output error fits, chosen from the log: internal leakage or not, the
 valves' declared effects held or fitted, the pressure transducers' offsets or none, the
-mechanics of stage 1 fixed or refined, each by interleaved cross-validation over the
-multiple-shooting segments.
+encoders' offsets or none, the mechanics of stage 1 fixed or refined, each by interleaved
+cross-validation over the multiple-shooting segments.
 
 A richer parameter set always lowers the fit's own cost, so only segments the fit did not see
 say whether it predicts better (Ljung 1999, sec. 16.5: cross-validation for model structure).
@@ -20,11 +20,17 @@ Both choices matter in practice and go either way:
   transducer's zero is off by up to about a bar, a constant that a model without it explains
   with the valve edges and the bulk modulus (a chamber that reads 1 bar high at 50 bar looks
   2 % stiffer); each offset fitted from 0, additive (either sign).
+- The encoders' offsets (``encoder.<coordinate>.offset``; `encoder_selectors`): an encoder's
+  zero is off by a fraction of a degree. A replay starts from the reading less the offset and
+  is compared plus it, so the offset shows only where the machine's geometry and gravity
+  differ between the two angles (the cylinder's lever, the load's arm): often too little for
+  the data to determine it, which is what the choice finds out.
 - The mechanics: stage 1's masses fixed, or the booms' and payload's masses refined jointly.
 
 Three of every ``HELD_OUT`` segments are fitted, the fourth scored from the same start states;
 leakage is chosen first (with the mechanics the cheaper way), then each valve effect, then the
-offsets, then the mechanics, and the winner is refitted on every segment.
+transducers' offsets, then the encoders', then the mechanics, and the winner is refitted on
+every segment.
 
 The richer structure must predict the held-out segments better by more than chance: by more
 than one standard error of the difference of their costs, estimated from the spread of the
@@ -58,6 +64,7 @@ __all__ = [
     "check_choices",
     "choose_and_fit",
     "effect_selectors",
+    "encoder_selectors",
     "extended_theta",
     "masked",
     "richer_gain",
@@ -70,6 +77,7 @@ CHOICES = {
     "leakage": ("auto", "none", "fitted"),
     "valve_effects": ("auto", "held", "fitted"),
     "offsets": ("auto", "none", "fitted"),
+    "encoder_offsets": ("auto", "none", "fitted"),
 }
 # the valves' effects a machine file may declare (`effect_selectors`), chosen in this order
 # between the leakage and the mechanics; each "held" at the file's value or "fitted"
@@ -78,6 +86,7 @@ EFFECTS = ("overlap", "dynamics")
 _LABELS = {
     "leakage": ("none", "fitted"),
     "offsets": ("none", "fitted"),
+    "encoder_offsets": ("none", "fitted"),
     "mechanics": ("fixed", "refined"),
 } | {k: ("held", "fitted") for k in EFFECTS}
 HELD_OUT = 4  # every 4th segment is held out when choosing a structure
@@ -105,8 +114,8 @@ def extended_theta(res: oe.OutputErrorResult, spec: oe.HydraulicParameters) -> n
 
 
 def check_choices(**given: str) -> None:
-    """Refuse a ``--mechanics``, ``--leakage``, ``--valve-effects`` or ``--offsets`` that is
-    none of `CHOICES` (before any fit)."""
+    """Refuse a ``--mechanics``, ``--leakage``, ``--valve-effects``, ``--offsets`` or
+    ``--encoder-offsets`` that is none of `CHOICES` (before any fit)."""
     for key, value in given.items():
         if value not in CHOICES[key]:
             option = key.replace("_", "-")
@@ -127,24 +136,28 @@ def choose_and_fit(
     valve_effects: str = "auto",
     sensors: Sequence[str] = (),
     offsets: str = "auto",
+    encoders: Sequence[str] = (),
+    encoder_offsets: str = "auto",
     max_evaluations: int = 20,
 ) -> tuple[oe.OutputErrorResult, oe.HydraulicParameters, oe.Segments, dict]:
     """The output-error fit of ``base`` plus, as chosen, the leakages ``leaks``, each group of
     valve ``effects`` (``{"overlap" | "dynamics": selectors}``, `effect_selectors`), the
-    transducers' offsets ``sensors`` (`sensor_selectors`) and the masses ``refine``; each
-    signal weighted by its noise level (`noise_weighted.fit_noise_weighted`), every segment's
-    start state estimated from ``heads`` when given (`start_states.estimate_start_states`).
-    ``mechanics``, ``leakage``, ``valve_effects`` (every group of ``effects`` alike) and
-    ``offsets`` are "auto" (module docstring) or force a choice. Returns the fit, its
+    transducers' offsets ``sensors`` (`sensor_selectors`), the encoders' ``encoders``
+    (`encoder_selectors`) and the masses ``refine``; each signal weighted by its noise level
+    (`noise_weighted.fit_noise_weighted`), every segment's start state estimated from
+    ``heads`` when given (`start_states.estimate_start_states`). ``mechanics``, ``leakage``,
+    ``valve_effects`` (every group of ``effects`` alike), ``offsets`` and
+    ``encoder_offsets`` are "auto" (module docstring) or force a choice. Returns the fit, its
     parameters, the segments with their scales and start states, and the report of each
     choice."""
     check_choices(mechanics=mechanics, leakage=leakage, valve_effects=valve_effects,
-                  offsets=offsets)  # fmt: skip
+                  offsets=offsets, encoder_offsets=encoder_offsets)  # fmt: skip
     effects = {k: tuple(v) for k, v in (effects or {}).items() if k in EFFECTS and v}
     groups = {
         "leakage": (tuple(leaks), leakage),
         **{k: (effects.get(k, ()), valve_effects) for k in EFFECTS},
         "offsets": (tuple(sensors), offsets),
+        "encoder_offsets": (tuple(encoders), encoder_offsets),
         "mechanics": (tuple(refine), mechanics),
     }
     options = {
@@ -161,7 +174,7 @@ def choose_and_fit(
     def reported(report: dict) -> dict:
         report["mechanics"]["refined_parameters"] = list(refine)
         report["leakage"]["leakage_parameters"] = list(leaks)
-        for k in (*EFFECTS, "offsets"):
+        for k in (*EFFECTS, "offsets", "encoder_offsets"):
             report[k]["parameters"] = list(groups[k][0])
         return report
 
@@ -180,8 +193,8 @@ def choose_and_fit(
     held = k % HELD_OUT == HELD_OUT - 1
     if held.sum() < 2:  # a standard error needs two held-out differences
         raise ValueError(
-            f"--mechanics/--leakage/--valve-effects/--offsets auto: needs at least "
-            f"{2 * HELD_OUT} segments to hold two out (the choice's standard error needs two); "
+            f"--mechanics/--leakage/--valve-effects/--offsets/--encoder-offsets auto: needs at "
+            f"least {2 * HELD_OUT} segments to hold two out (the choice's standard error needs two); "
             f"the fit span has {k.size}: a longer log or --window, or each of them given"
         )
     spec = spec_of(flags)
@@ -271,3 +284,10 @@ def sensor_selectors(plant: HydraulicPlant) -> tuple[str, ...]:
     every machine's pressures are read by transducers, so every machine has them to choose
     (a known offset is subtracted from the log first: ``[log] offsets``)."""
     return tuple(f"sensor.{a}.{c}" for a in plant.actuator_names for c in ("p_a", "p_b"))
+
+
+def encoder_selectors(plant: HydraulicPlant) -> tuple[str, ...]:
+    """Every coordinate's encoder offset (``encoder.<coordinate>.offset``): identification
+    reads every coordinate's position from the log, so each has an encoder to choose (a known
+    offset is subtracted from the log first: ``[log] offsets``)."""
+    return tuple(f"encoder.{c}.offset" for c in plant.coordinate_names)

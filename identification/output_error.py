@@ -49,7 +49,7 @@ What is implemented, and what is not:
   ``value = reference * exp(theta)`` with the reference the nominal value, so the optimiser
   sees O(1) numbers and values stay positive; a body's centre coordinate, which may sit at 0
   or below, is ``nominal + COM_STEP * theta``, a pressure transducer's offset (either sign)
-  ``nominal + SENSOR_STEP * theta``.
+  ``nominal + SENSOR_STEP * theta``, an encoder's ``nominal + ENCODER_STEP * theta``.
 - Solver: `scipy.optimize.least_squares` (trust-region reflective, box bounds on theta) with
   the Jacobian from `jax.jacfwd`; the result carries the cost history, the residuals and the
   Jacobian at the optimum, and the covariance ``sigma^2 (J^T J)^{-1}`` of theta.
@@ -76,6 +76,7 @@ from jaxmb.actuators.hydraulics import LuGreFriction
 from jaxmb.actuators.parameters import (
     COM_AXES,
     COM_STEP,
+    ENCODER_STEP,
     INERTIA_AXES,
     SENSOR_STEP,
     HydraulicParameters,
@@ -124,6 +125,7 @@ __all__ = [
     "free_run_segment",
     "predict",
     "COM_STEP",
+    "ENCODER_STEP",
     "SENSOR_STEP",
     "additive_step",
     "is_entry",
@@ -449,6 +451,7 @@ def simulate_one(
     ``payload``: the segment's payload body (`Segments.payload`; a NaN mass: the plant's)."""
     if payload is not None:
         plant = with_segment_payload(plant, payload)
+    q0 = q0 - jnp.stack(plant.encoders)  # the coordinates, from what the encoders read
     act0 = _start_state(plant, segments.commands, ts[0], q0, qd0, p0)
     tr = simulate(
         plant, segments.commands, None, q0, qd0, ts,
@@ -462,13 +465,19 @@ def simulate_one(
 
 def reading_offsets(plant: HydraulicPlant, names: Sequence[str]) -> Float[Array, " c"]:
     """What each signal's sensor reads beyond the signal: a chamber pressure's transducer
-    offset (``p_a_<a>``, ``p_b_<a>``; `jaxmb.actuators.hydraulics.PressureTransducers`), 0
-    for the others. Segments hold readings (`Segments.p0`, ``targets``): a simulation starts
-    from a reading less its offset (`_start_state`) and is compared plus it."""
+    offset (``p_a_<a>``, ``p_b_<a>``; `jaxmb.actuators.hydraulics.PressureTransducers`), a
+    coordinate's encoder offset (`HydraulicPlant`'s ``encoders``), 0 for the others.
+    Segments hold readings (`Segments.q0`, ``p0``, ``targets``): a simulation starts from a
+    reading less its offset (`simulate_one`, `_start_state`) and is compared plus it."""
     out = []
     for c in names:
         a = next((a for a in plant.actuators if c in (f"p_a_{a.name}", f"p_b_{a.name}")), None)
-        out.append(jnp.zeros(()) if a is None else getattr(a.sensor, c[:3]))
+        if a is not None:
+            out.append(getattr(a.sensor, c[:3]))
+        elif c in plant.coordinate_names:
+            out.append(plant.encoders[plant.coordinate_names.index(c)])
+        else:
+            out.append(jnp.zeros(()))
     return jnp.stack(out)
 
 

@@ -20,8 +20,8 @@
    offsets): `jaxmb identify` of one 40 s log next to two (the empty bucket, then an unknown
    load; scripts/make_machine_logs.py's machine and experiments), each run twice in the
    process, so the second is the run after compiling; the structure given (every effect and
-   the offsets fitted, no leakage, mechanics fixed, no long refit), the programs each
-   compiled (over 1 s) counted.
+   the transducers' offsets fitted, no leakage, no encoder offsets, mechanics fixed, no long
+   refit), the programs each compiled (over 1 s) counted.
 
     python scripts/bench_identify.py [--skip regressor,output_error,drift,kr300,campaign]
                                      [--rollout]
@@ -333,7 +333,8 @@ def _campaign(machine, toml, seconds, folder):
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     given = ["--mechanics", "fixed", "--leakage", "none", "--valve-effects", "fitted",
-             "--offsets", "fitted", "--long-refit", "no", "--quiet"]  # fmt: skip
+             "--offsets", "fitted", "--encoder-offsets", "none", "--long-refit", "no",
+             "--quiet"]  # fmt: skip
     times = {}
     for who, fit in (("one log", logs[1:]), ("two logs", logs)):
         for run in ("first", "again"):

@@ -140,6 +140,10 @@ ROWS = {
         [KR300, "--model", "kr300", "--offsets", "fitted"],
         r"--offsets: only for a hydraulic machine's output error",
     ),
+    ("identify", "--encoder-offsets"): (
+        [KR300, "--model", "kr300", "--encoder-offsets", "none"],
+        r"--encoder-offsets: only for a hydraulic machine's output error",
+    ),
     ("identify", "--cpu-devices"): (
         [KR300, "--model", "kr300", "--cpu-devices", "0"],
         r"--cpu-devices: expected an integer >= 1, got 0",

@@ -1,7 +1,7 @@
-"""A real valve's effects and a logger's transducer offsets fitted by output error and chosen
-from the data (issue 79 point 3): spool overlap, command delay (a fraction of the 1 ms sample),
-spool lag and each chamber's pressure offset, on a synthetic crane log made here from the true
-plant, its four metering edges unequal. A module of its own: its fits run on a worker of their
+"""A real valve's effects and a logger's sensor offsets fitted by output error and chosen from
+the data (issue 79 point 3): spool overlap, command delay (a fraction of the 1 ms sample),
+spool lag, each chamber's pressure offset and each encoder's, on a synthetic crane log made
+here from the true plant, its four metering edges unequal. A module of its own: its fits run on a worker of their
 own (tests/conftest.py)."""
 
 from pathlib import Path
@@ -30,6 +30,8 @@ TRUTH = {
 EDGES = ("c_pa", "c_an", "c_pb", "c_bn")
 # what each chamber's transducer reads beyond its pressure, bar
 OFFSETS = {"lift": (0.6, -0.4), "tilt": (-0.5, 0.8)}
+# what each encoder reads beyond its angle, rad (0.4 deg high, 0.3 deg low)
+ENCODERS = {"q1": np.deg2rad(0.4), "q2": np.deg2rad(-0.3)}
 
 
 def _true_plant(nominal):
@@ -84,20 +86,43 @@ def _sensors(plant):
     )
 
 
-def test_a_replay_reads_through_the_transducers(effects_log):
+def _encoders(plant):
+    return oe.with_values(plant, {f"encoder.{c}.offset": d for c, d in ENCODERS.items()})
+
+
+def _read_by_offset_encoders(cols):
+    return {**cols, **{c: cols[c] + d for c, d in ENCODERS.items()}}
+
+
+def test_a_replay_reads_through_the_transducers_and_the_encoders(effects_log):
     """A segment starts from its readings less the transducers' offsets and is compared with
     the log plus them: the true plant with its transducers replays the offset log
     segment-wise to the 0.3 bar noise; without them each pressure misses by about its
-    offset."""
+    offset. Encoders alike: the log its encoders read 0.4 deg high and 0.3 deg low replays
+    with the encoders' offsets exactly as the log they read right replays without them, the
+    offsets added. Without them the replay runs at the wrong angles (start and readings both
+    offset, the difference only through the crane's levers and gravity): the angles miss
+    further, and the lift's cap-side pressure."""
     _, true, cols = effects_log
     short = {k: v[:2001] for k, v in cols.items()}
-    right = oe.predict(_sensors(true), short, segment_time=0.5)["rmse"]
+    run = oe.predict(_sensors(true), short, segment_time=0.5)
+    right = run["rmse"]
     wrong = oe.predict(true, short, segment_time=0.5)["rmse"]
     for a, (oa, ob) in OFFSETS.items():
         for k, o in ((f"p_a_{a}", oa), (f"p_b_{a}", ob)):
             print(k, right[k] / 1e5, wrong[k] / 1e5)
             assert right[k] < 0.33e5, k
             assert wrong[k] > np.hypot(0.3, 0.8 * abs(o)) * 1e5, k
+    offset = _read_by_offset_encoders(short)
+    read = oe.predict(_encoders(_sensors(true)), offset, segment_time=0.5)
+    for c, y in run["predicted"].items():
+        d = ENCODERS.get(c, 0.0)
+        np.testing.assert_allclose(read["predicted"][c], y + d, rtol=0, atol=1e-9 if d else 1e-3)
+    blind = oe.predict(_sensors(true), offset, segment_time=0.5)["rmse"]
+    for c, d in ENCODERS.items():
+        print(c, right[c], blind[c])
+        assert blind[c] > 1.5 * right[c], c  # measured 1.9x, 4.6x
+    assert blind["p_a_lift"] > 1.2 * right["p_a_lift"]  # measured 0.37 bar against 0.27
 
 
 def test_overlap_delay_spool_lag_and_offsets_are_chosen_and_fitted(effects_log):
@@ -125,13 +150,14 @@ def test_overlap_delay_spool_lag_and_offsets_are_chosen_and_fitted(effects_log):
     with fit_progress.reporting(said.append):
         res, spec, _, report = mc.choose_and_fit(
             nominal, hydraulic_selectors(nominal), (), (), seg, heads=heads, effects=effects,
-            sensors=sensors,
+            sensors=sensors, encoders=mc.encoder_selectors(nominal),
         )  # fmt: skip
     # every evaluation reported in place of a silent bar, under the choice it fits (issue 81
     # point 5): the final fit's count is its cost history's length
     labels = [m.rsplit(": evaluation", 1)[0] for m in said]
     for label in ("the simplest structure, held-out segments aside, pilot 1 (noise levels)",
                   "trying overlap fitted", "trying dynamics fitted", "trying offsets fitted",
+                  "trying encoder_offsets fitted",
                   "the chosen structure, every segment"):  # fmt: skip
         assert label in labels, (label, sorted(set(labels)))
     final = [m for m in said if m.startswith("the chosen structure, every segment: ")]
@@ -144,6 +170,10 @@ def test_overlap_delay_spool_lag_and_offsets_are_chosen_and_fitted(effects_log):
         assert report[k]["choice"] == "fitted", (k, report[k])
         assert report[k]["gain"] > report[k]["standard_error"] > 0, (k, report[k])
         assert report[k]["parameters"] == list({**effects, "offsets": sensors}[k])
+    # this log's encoders read right: their offsets are not fitted
+    print("encoders", report["encoder_offsets"])
+    assert report["encoder_offsets"]["choice"] == "none"
+    assert not any(n.startswith("encoder.") for n in spec.names)
     for a, oo in OFFSETS.items():  # each within 0.1 bar (issue 79 point 5)
         for c, o in zip("ab", oo, strict=True):
             k = f"sensor.{a}.p_{c}"
@@ -163,6 +193,34 @@ def test_overlap_delay_spool_lag_and_offsets_are_chosen_and_fitted(effects_log):
             assert r == pytest.approx(1.0, rel=5e-3), (a, e)
         for k in ("deadband", "delay", "tau"):
             assert 0 < res.std[f"valve.{a}.{k}"] < np.inf
+
+
+def test_encoder_offsets_are_fitted_where_the_data_determine_them(effects_log):
+    """The same log read by encoders 0.4 deg high and 0.3 deg low, the valves' effects and
+    the transducers' offsets given as fitted: held-out segments choose to fit the encoders'
+    offsets, and each comes out within 0.05 deg and three of its std, which is below 0.05 deg. The offset shows only
+    through the crane's geometry (the cylinders' levers) and gravity, which the pressures
+    see."""
+    nominal, _, cols = effects_log
+    cols = _read_by_offset_encoders(cols)
+    seg = oe.make_segments(nominal, cols, segment_time=0.5)
+    res, spec, _, report = mc.choose_and_fit(
+        nominal, hydraulic_selectors(nominal), (), (), seg, heads=head_segments(nominal, cols, seg),
+        effects=mc.effect_selectors(nominal), valve_effects="fitted",
+        sensors=mc.sensor_selectors(nominal), offsets="fitted",
+        encoders=mc.encoder_selectors(nominal),
+    )  # fmt: skip
+    print("encoders", report["encoder_offsets"])
+    assert report["encoder_offsets"]["choice"] == "fitted"
+    assert report["encoder_offsets"]["parameters"] == ["encoder.q1.offset", "encoder.q2.offset"]
+    for c, d in ENCODERS.items():
+        k = f"encoder.{c}.offset"
+        print(
+            k, np.rad2deg(res.values[k]), "+-", np.rad2deg(res.std[k]), "deg; true", np.rad2deg(d)
+        )
+        assert res.values[k] == pytest.approx(d, abs=np.deg2rad(0.05)), k
+        assert abs(res.values[k] - d) < 3 * res.std[k], k
+        assert res.std[k] < np.deg2rad(0.05), k
 
 
 def test_a_richer_structure_must_beat_the_held_out_spread():

@@ -28,6 +28,7 @@ from .hydraulics import Valve as Valve
 from .hydraulics import signed_sqrt as signed_sqrt
 from .parameters import COM_AXES as COM_AXES
 from .parameters import COM_STEP as COM_STEP
+from .parameters import ENCODER_STEP as ENCODER_STEP
 from .parameters import INERTIA_AXES as INERTIA_AXES
 from .parameters import SENSOR_STEP as SENSOR_STEP
 from .parameters import HydraulicParameters as HydraulicParameters

@@ -1,7 +1,7 @@
 """A plant's physical parameters by name (selectors), the names that identification fits and
 parameter files carry: ``valve.<actuator>.<field>``, ``cylinder.<actuator>.<field>``,
-``friction.<actuator>.<field>``, ``sensor.<actuator>.<p_a|p_b>`` and ``body.<body>.<field>``
-(`HydraulicParameters`). Every
+``friction.<actuator>.<field>``, ``sensor.<actuator>.<p_a|p_b>``,
+``encoder.<coordinate>.offset`` and ``body.<body>.<field>`` (`HydraulicParameters`). Every
 selected value stays a leaf of the plant, so what reads or sets it differentiates through it."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from jaxmb.actuators.plant import HydraulicPlant
 __all__ = [
     "COM_AXES",
     "COM_STEP",
+    "ENCODER_STEP",
     "INERTIA_AXES",
     "SENSOR_STEP",
     "HydraulicParameters",
@@ -27,7 +28,7 @@ __all__ = [
     "with_values",
 ]
 
-_PARTS = ("valve", "cylinder", "friction", "sensor", "body")
+_PARTS = ("valve", "cylinder", "friction", "sensor", "encoder", "body")
 # the selector fields of a body's centre and inertia diagonal -> their index in the leaf
 COM_AXES = {"com_x": 0, "com_y": 1, "com_z": 2}
 INERTIA_AXES = {"I_xx": 0, "I_yy": 1, "I_zz": 2}
@@ -37,6 +38,9 @@ COM_STEP = 0.1
 # a pressure transducer's offset moves by SENSOR_STEP * theta (Pa): 1 bar, about the most a
 # transducer's zero drifts
 SENSOR_STEP = 1e5
+# an encoder's offset moves by ENCODER_STEP * theta (rad, or m on a sliding coordinate):
+# 0.06 deg, about what an encoder's zero is off after a sensor is remounted
+ENCODER_STEP = 1e-3
 
 
 def is_entry(name: str) -> bool:
@@ -47,18 +51,19 @@ def is_entry(name: str) -> bool:
 
 
 def is_additive(name: str) -> bool:
-    """Whether selector ``name`` is additive (a centre-of-mass coordinate, a transducer's
-    offset: either sign), not log-scaled."""
+    """Whether selector ``name`` is additive (a centre-of-mass coordinate, a transducer's or
+    an encoder's offset: either sign), not log-scaled."""
     part, _, field = name.split(".")
-    return part == "sensor" or (part == "body" and field in COM_AXES)
+    return part in ("sensor", "encoder") or (part == "body" and field in COM_AXES)
 
 
 def additive_step(name: str) -> float:
     """The change of an additive selector's value per unit of theta (`COM_STEP` m for a
-    centre coordinate, `SENSOR_STEP` Pa for a transducer's offset)."""
+    centre coordinate, `SENSOR_STEP` Pa for a transducer's offset, `ENCODER_STEP` for an
+    encoder's)."""
     if not is_additive(name):
         raise ValueError(f"additive_step: {name!r} is log-scaled, not additive")
-    return SENSOR_STEP if name.startswith("sensor.") else COM_STEP
+    return {"sensor": SENSOR_STEP, "encoder": ENCODER_STEP}.get(name.split(".")[0], COM_STEP)
 
 
 class HydraulicParameters(eqx.Module):
@@ -71,6 +76,8 @@ class HydraulicParameters(eqx.Module):
       ``v_s``, ``sigma``; LuGre ``sigma0``, ``sigma1``, ``sigma2``, ``F_c``, ``F_s``, ``v_s``);
     - ``"sensor.<actuator>.p_a"`` (``p_b``): the offset of a chamber's pressure transducer
       (`jaxmb.actuators.hydraulics.PressureTransducers`), additive (`SENSOR_STEP`);
+    - ``"encoder.<coordinate>.offset"``: the offset of a coordinate's position sensor
+      (`jaxmb.actuators.plant.HydraulicPlant`'s ``encoders``), additive (`ENCODER_STEP`);
     - ``"body.<body>.mass"``: a body's mass (e.g. an unknown payload);
     - ``"body.<body>.com_x"`` (``_y``, ``_z``): a coordinate of its centre of mass in its
       frame, additive (`COM_STEP`): a centre may sit at 0 or below it;
@@ -98,6 +105,8 @@ class HydraulicParameters(eqx.Module):
                     f"HydraulicParameters: selector {n!r} must read '<part>.<name>.<field>' "
                     f"with part one of {_PARTS}"
                 )
+            if parts[0] == "encoder" and parts[2] != "offset":
+                raise ValueError(f"HydraulicParameters: {n!r}: an encoder's field is 'offset'")
             if parts[0] == "body" and parts[2] not in _BODY_FIELDS:
                 raise ValueError(
                     f"HydraulicParameters: {n!r}: a body's field is one of {_BODY_FIELDS}"
@@ -136,6 +145,14 @@ def parameter_getter(plant: HydraulicPlant, name: str):
             k = INERTIA_AXES[field]
             return lambda p: p.model.bodies[j].inertia[k, k]
         return lambda p: p.model.bodies[j].mass
+    if part == "encoder":
+        if who not in plant.coordinate_names or field != "offset":
+            raise ValueError(
+                f"parameter {name!r}: expected 'encoder.<coordinate>.offset' with a coordinate "
+                f"of {plant.coordinate_names}"
+            )
+        k = plant.coordinate_names.index(who)
+        return lambda p: p.encoders[k]
     if who not in plant.actuator_names:
         raise ValueError(
             f"parameter {name!r}: no actuator {who!r}; actuators are {plant.actuator_names}"

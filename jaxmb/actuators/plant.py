@@ -139,6 +139,12 @@ class HydraulicPlant(AbstractPlant):
             constants: ``"p_s"`` (a load-sensing pump's moving supply) and/or ``"p_r"``
             (`input_names`; `jaxmb.simulation.CommandTable.supplied`). A feedback loop keeps
             the constants.
+        encoders: what each coordinate's position sensor reads beyond the coordinate, one
+            constant offset per coordinate (rad or m; default 0): an encoder's zero is off by
+            a fraction of a degree. Like the pressure transducers' offsets
+            (`jaxmb.actuators.hydraulics.PressureTransducers`) they never enter the dynamics,
+            only what identification compares with a log (``encoder.<coordinate>.offset``);
+            an offset the user knows is subtracted from the log instead (``[log] offsets``).
 
     Commands: ``u_<actuator>`` (V) for each actuator, then ``tau_<coordinate>`` (N m or N).
     Equation of motion: ``Gamma qdd + h = Q_e + sum_i J_x_i^T f_i + tau_direct`` with
@@ -148,6 +154,7 @@ class HydraulicPlant(AbstractPlant):
     actuators: tuple[HydraulicActuator, ...]
     p_cavitation: Float[Array, ""]
     p_margin: Float[Array, ""]
+    encoders: tuple[Float[Array, ""], ...]
     direct: tuple[str, ...] = eqx.field(static=True)
     logged: tuple[str, ...] = eqx.field(static=True)
 
@@ -160,6 +167,7 @@ class HydraulicPlant(AbstractPlant):
         p_cavitation=0.5 * BAR,
         p_margin=10 * BAR,
         logged=(),
+        encoders=None,
     ):
         if not isinstance(model, Model):
             raise ValueError(f"HydraulicPlant: model must be a Model, got {type(model).__name__}")
@@ -190,6 +198,17 @@ class HydraulicPlant(AbstractPlant):
         self.p_cavitation = checked(p_cavitation, not_finite, "HydraulicPlant: p_cavitation", ())
         self.p_margin = checked(
             p_margin, not_nonnegative, "HydraulicPlant: p_margin must be >= 0 and finite", ()
+        )
+        encoders = (0.0,) * model.n if encoders is None else tuple(encoders)
+        if len(encoders) != model.n:
+            raise ValueError(
+                f"HydraulicPlant: encoders must hold one offset per coordinate "
+                f"{model.coordinate_names}, got {len(encoders)}"
+            )
+        msg = "HydraulicPlant: encoders[{}] (offset of {!r}) must be finite"
+        self.encoders = tuple(
+            checked(e, not_finite, msg.format(i, c), ())
+            for i, (e, c) in enumerate(zip(encoders, model.coordinate_names, strict=True))
         )
 
     @property
@@ -223,7 +242,8 @@ class HydraulicPlant(AbstractPlant):
     def constant_supply(self) -> HydraulicPlant:
         """The plant with no ``logged`` supply: its valves' own supply and return pressures."""
         return HydraulicPlant(self.model, self.actuators, self.direct,
-                              p_cavitation=self.p_cavitation, p_margin=self.p_margin)  # fmt: skip
+                              p_cavitation=self.p_cavitation, p_margin=self.p_margin,
+                              encoders=self.encoders)  # fmt: skip
 
     @property
     def command_delays(self) -> Float[Array, " m"]:

@@ -81,6 +81,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
             mechanics=args.mechanics,
             valve_effects=args.valve_effects,
             offsets=args.offsets,
+            encoder_offsets=args.encoder_offsets,
             segment_time=args.segment_time,
             long_refit=args.long_refit,
             show_progress=not args.quiet,
@@ -276,6 +277,15 @@ def add_parser(sub) -> None:
         "pressure-force offset, stage 2 each chamber's), or (default) stage 1 keeping those "
         "above 3 std and stage 2 fitting them where held-out segments predict better by more "
         "than one standard error",
+    )
+    p.add_argument(
+        "--encoder-offsets",
+        choices=["auto", "none", "fitted"],
+        default="auto",
+        help="hydraulic route: each coordinate's encoder offset (beyond the [log] offsets the "
+        "machine file knows) not fitted, fitted, or (default) fitted where held-out segments "
+        "predict better by more than one standard error (an offset shows only through the "
+        "machine's geometry and gravity, so the data often do not determine it)",
     )
     p.add_argument(
         "--cpu-devices",

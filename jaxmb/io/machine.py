@@ -86,7 +86,8 @@ Machine file (all tables but ``[log]`` and ``[payload]`` required; ``#`` comment
     offsets = { p_a_lift = 0.4 }      # known sensor offsets: what the sensor reads when the
                                       # signal is 0, in the column's unit (units, else SI);
                                       # subtracted from every log of this machine on reading
-                                      # (`jaxmb identify --offsets` fits the unknown ones)
+                                      # (`jaxmb identify --offsets` fits the unknown ones,
+                                      # --encoder-offsets an angle's, e.g. q1 = 0.0064)
 
 Friction models: ``"stribeck"`` (F_c, F_s, v_s, sigma, v_eps), ``"lugre"`` (sigma0, sigma1,
 sigma2, F_c, F_s, v_s, optional v_eps), ``"viscous"`` (sigma), ``"none"``.

@@ -180,7 +180,8 @@ def apply_bodies(model: Model, doc: dict) -> Model:
 def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
     """``plant`` with a parameter file's ``hydraulics`` entries, each a selector of
     `jaxmb.actuators.parameters.HydraulicParameters` (a body's mass, not its centre or inertia)
-    and its value (SI: positive, a mass >= 0, a transducer's offset of either sign), its
+    and its value (SI: positive, a mass >= 0, a transducer's or encoder's offset of either
+    sign), its
     identified ``bodies`` (`apply_bodies`) and its ``payload`` (mass, kg; centre, m) where
     the plant has a payload body."""
     if doc.get("bodies"):
@@ -209,8 +210,8 @@ def apply_hydraulics(plant: HydraulicPlant, doc: dict) -> HydraulicPlant:
                 f"--params: hydraulics[{k!r}]: a body's centre or inertia belongs in the file's "
                 "'bodies' (or 'payload') entry; 'hydraulics' takes a body's mass only"
             )
-        # a mass may be 0 (no payload), a transducer's offset either sign
-        what = ("a finite number" if k.startswith("sensor.")
+        # a mass may be 0 (no payload), a transducer's or an encoder's offset either sign
+        what = ("a finite number" if k.startswith(("sensor.", "encoder."))
                 else "a number >= 0" if k.startswith("body.") else "a positive number")  # fmt: skip
         ok = isinstance(v, int | float) and np.isfinite(v)
         ok = ok and (what == "a finite number" or (v >= 0 if k.startswith("body.") else v > 0))
