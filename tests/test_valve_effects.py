@@ -119,7 +119,7 @@ def test_a_replay_reads_through_the_transducers_and_the_encoders(effects_log):
         d = ENCODERS.get(c, 0.0)
         np.testing.assert_allclose(read["predicted"][c], y + d, rtol=0, atol=1e-9 if d else 1e-3)
     blind = oe.predict(_sensors(true), offset, segment_time=0.5)["rmse"]
-    for c, d in ENCODERS.items():
+    for c in ENCODERS:
         print(c, right[c], blind[c])
         assert blind[c] > 1.5 * right[c], c  # measured 1.9x, 4.6x
     assert blind["p_a_lift"] > 1.2 * right["p_a_lift"]  # measured 0.37 bar against 0.27
