@@ -297,14 +297,14 @@ def _identified(cfg: dict, hand_set: Distribution) -> tuple[Distribution, str, d
     if unknown:
         raise ValueError(f"[identified] exclude: {unknown} are not in {path} ({cov['names']})")
     # stage 1's inertial parameters are not leaves a study perturbs: its bodies are held at
-    # their estimates; the pressure transducers' offsets belong to the logger, not to the
-    # closed loop (the controller reads the plant's state); a hand-set parameter, or the
+    # their estimates; the pressure transducers' and encoders' offsets belong to the logger,
+    # not to the closed loop (the controller reads the plant's state); a hand-set parameter, or the
     # task's payload, replaces the identified one
     skip = set(exclude) | set(hand_set.names) | set(cov["undetermined"])
     if "payload" in cfg["study"]:
         skip.add("body.payload.mass")
     names = [x for x in cov["names"]
-             if not x.startswith(("mechanics.", "sensor.")) and x not in skip]  # fmt: skip
+             if not x.startswith(("mechanics.", "sensor.", "encoder.")) and x not in skip]  # fmt: skip
     if not names:
         raise ValueError(f"[identified]: no parameter of {path} is left to draw")
     try:

@@ -56,6 +56,8 @@ def test_a_users_machine_file_identified_and_replayed(tmp_path):
         "none",
         "--offsets",
         "none",
+        "--encoder-offsets",
+        "none",
         "--long-refit",
         "yes",
         "--quiet",

@@ -269,9 +269,14 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     # fixed or refined: refined where it predicted held-out segments better by more than one
     # standard error
     stage2 = mech["stage2"]
+    enc = summary["encoder_offsets"]
     print("\nchoices:", {k: (c["choice"], c.get("gain"), c.get("standard_error"))
-                          for k, c in (("leakage", leak), ("mechanics", stage2),
+                          for k, c in (("leakage", leak), ("encoders", enc), ("mechanics", stage2),
                                        ("long refit", summary["long_refit"]))})  # fmt: skip
+    # the crane logs' encoders read right: no offset fitted where it does not lower the
+    # held-out cost by more than one standard error
+    assert enc["choice"] == "none" and not enc["gain"] > enc["standard_error"], enc
+    assert enc["parameters"] == ["encoder.q1.offset", "encoder.q2.offset"]
     assert stage2["choice"] == ("refined" if stage2["gain"] > stage2["standard_error"] else "fixed")
     assert ("body.payload.mass" in est) == (stage2["choice"] == "refined")
     rows = (out / "mechanics.csv").read_text().splitlines()
