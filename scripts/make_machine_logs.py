@@ -263,8 +263,7 @@ def main(argv=None) -> None:
     plant = true_plant(machine.plant, rng)
     offsets = {f"{c}_{a.name}": float(rng.uniform(-1, 1)) * args.offsets * 1e5
                for a in plant.actuators for c in ("p_a", "p_b")} if args.offsets else {}  # fmt: skip
-    urdf = args.machine.parent / f"{args.machine.stem}.urdf"
-    limits = joint_limits(urdf, plant.model.coordinate_names)
+    limits = joint_limits(machine.urdf_path, plant.model.coordinate_names)
     name = machine.name
     nominal_payload = machine.payload.mass if machine.payload else 0.0
     if args.campaign:
@@ -285,28 +284,41 @@ def main(argv=None) -> None:
         truth["payload_kg"] = {stem: kg for stem, _, _, kg, _ in runs}
     (out / f"{name}_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
     for k, (stem, t_end, amplitude, payload, named) in enumerate(runs):
-        rng_k = np.random.default_rng([args.seed, k])
-        run_plant = plant
-        if machine.payload:  # the TRUE plant, its payload this experiment's
-            j = plant.model.body_names.index("payload")
-            run_plant = eqx.tree_at(lambda p, j=j: p.model.bodies[j].mass, plant,
-                                    jnp.asarray(float(payload)))  # fmt: skip
-        tr, u, supply = experiment(run_plant, rng_k, t_end, limits, amplitude, 0.4)
-        events = {e: int(v["count"]) for e, v in (tr.events or {}).items() if int(v["count"])}
-        if events or not bool(tr.success):
-            raise RuntimeError(f"{stem}: the run left the model's validity: {events}")
-        meta = {
-            "model": name, "synthetic": True,
-            "conditions": {"payload_kg": payload} if named else {},
-            "provenance": {"generator": "scripts/make_machine_logs.py", "seed": args.seed,
-                           "experiment": stem, "plant": f"{args.machine.name} with the TRUE "
-                           f"parameters of {name}_truth.json"},
-        }  # fmt: skip
-        write_log(out / f"{name}_{stem}.parquet", np.round(np.asarray(tr.t), 9),
-                  columns(machine, run_plant, rng_k, tr, u, supply, offsets), meta=meta)  # fmt: skip
+        provenance = {"generator": "scripts/make_machine_logs.py", "seed": args.seed,
+                      "experiment": stem, "plant": f"{args.machine.name} with the TRUE "
+                      f"parameters of {name}_truth.json"}  # fmt: skip
+        tr, supply = write_experiment(
+            out / f"{name}_{stem}.parquet", machine, plant, np.random.default_rng([args.seed, k]),
+            t_end, amplitude, limits, payload, named=named,
+            offsets=offsets, provenance=provenance,
+        )  # fmt: skip
         print(f"{stem}: {t_end:g} s, q range {np.ptp(np.asarray(tr.q), axis=0).round(3)}"
               + (f", supply {supply.min() / 1e5:.0f}-{supply.max() / 1e5:.0f} bar"
                  if supply is not None else ""))  # fmt: skip
+
+
+def write_experiment(
+    path: Path, machine, plant, rng, t_end: float, amplitude: float, limits, payload_kg,
+    *, named: bool, offsets: dict, provenance: dict | None = None,
+):  # fmt: skip
+    """One experiment of the TRUE ``plant`` (`experiment`), carrying ``payload_kg`` where it
+    has a payload body, logged by ``machine``'s sensors into ``path``; the sidecar names the
+    payload where ``named``. Refuses a run that left the model's validity. Returns the
+    trajectory and the logged supply."""
+    if "payload" in plant.model.body_names:
+        j = plant.model.body_names.index("payload")
+        plant = eqx.tree_at(lambda p: p.model.bodies[j].mass, plant, jnp.asarray(float(payload_kg)))
+    tr, u, supply = experiment(plant, rng, t_end, limits, amplitude, 0.4)
+    events = {e: int(v["count"]) for e, v in (tr.events or {}).items() if int(v["count"])}
+    if events or not bool(tr.success):
+        raise RuntimeError(f"{path.name}: the run left the model's validity: {events}")
+    meta = {"model": machine.name, "synthetic": True,
+            "conditions": {"payload_kg": payload_kg} if named else {}}  # fmt: skip
+    if provenance:
+        meta["provenance"] = provenance
+    write_log(path, np.round(np.asarray(tr.t), 9),
+              columns(machine, plant, rng, tr, u, supply, offsets), meta=meta)  # fmt: skip
+    return tr, supply
 
 
 if __name__ == "__main__":

@@ -62,22 +62,34 @@ def test_the_true_machine_replays_its_log_at_the_noise_and_the_data_sheet_does_n
     assert max(sheet[c] for c in sheet if c.startswith("p_")) > 10 * NOISE
 
 
-def test_the_generator_makes_the_shipped_logs_commands(monkeypatch):
+def test_the_generator_makes_the_shipped_logs_commands(monkeypatch, tmp_path):
     """`scripts/make_machine_logs.py` reproduces what it shipped: its experiment on the true
     machine (a load-sensing pump: the loop runs on the moving supply it makes), cut to the
-    first 0.3 s, sends the empty log's commands to 1e-6 V (the last samples aside, where the
-    shorter run's last step is clipped), and its pump the log's supply."""
+    first 0.3 s and logged by its sensors (`write_experiment`), reads back as the empty log's
+    first samples: the commands to 1e-6 V (the last samples aside, where the shorter run's
+    last step is clipped), the angles to an encoder count, the first transducer to its
+    converter's step (the same noise draws, the truth's offset), the pump's supply within its
+    noise, the sidecar's payload."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "scripts"))
     import make_machine_logs as mk
 
     machine = load_machine(MOBILE / "mobile_knuckle.toml", payload=0.0)
     plant = mk.true_plant(machine.plant, np.random.default_rng(0))
     limits = mk.joint_limits(machine.urdf_path, plant.model.coordinate_names)
-    tr, u, supply = mk.experiment(plant, np.random.default_rng([0, 0]), 0.3, limits, 0.25, 0.4)
-    log = read_log(MOBILE / "mobile_knuckle_empty.parquet")
-    assert np.asarray(tr.t) == pytest.approx(np.asarray(log.t[:301]), abs=1e-9)
-    for i, a in enumerate(plant.actuator_names):
-        assert np.abs(u[:-2, i] - np.asarray(log[f"u_{a}"][:299])).max() < 1e-6, a
-    pump = np.asarray(log["P_pump"][:301]) * 1e5  # bar in the log, with 0.3 bar noise
-    assert np.abs(supply - pump).max() < 5 * NOISE
+    offsets = {f"{k.split('.')[2]}_{k.split('.')[1]}": v
+               for k, v in TRUTH["parameters"].items() if k.startswith("sensor.")}  # fmt: skip
+    path = tmp_path / "empty.parquet"
+    tr, supply = mk.write_experiment(path, machine, plant, np.random.default_rng([0, 0]), 0.3,
+                                     0.25, limits, 0.0, named=True, offsets=offsets)  # fmt: skip
+    made = machine.read_log(path)
+    log = machine.read_log(MOBILE / "mobile_knuckle_empty.parquet")
+    assert made.meta["conditions"] == {"payload_kg": 0.0}
+    assert np.asarray(made.t) == pytest.approx(np.asarray(log.t[:301]), abs=1e-9)
+    for a in plant.actuator_names:
+        assert np.abs(made[f"u_{a}"][:-2] - log[f"u_{a}"][:299]).max() < 1e-6, a
+    for c in plant.coordinate_names:
+        assert np.abs(made[c] - log[c][:301]).max() <= 2 * np.pi / 2**17 + 1e-12, c
+    step = (mk.P_RANGE[1] - mk.P_RANGE[0]) / (2**mk.ADC_BITS - 1)
+    assert np.abs(made["p_a_lift"] - log["p_a_lift"][:301]).max() <= step * (1 + 1e-9)
+    assert np.abs(supply - log["p_s"][:301]).max() < 5 * NOISE
     assert np.ptp(supply) > 1e5  # it moves

@@ -251,42 +251,29 @@ def add_parser(sub) -> None:
         "short segments' fit (no), or (default: auto) whichever predicts held-out long "
         "segments better",
     )
-    p.add_argument(
-        "--mechanics",
-        choices=["auto", "fixed", "refined"],
-        default="auto",
-        help="hydraulic route: the mechanics of stage 1 (regressor route) kept fixed in the "
-        "output-error fit, refined jointly (boom and payload masses), or (default) refined "
-        "where that predicts held-out segments better by more than one standard error",
-    )
-    p.add_argument(
-        "--valve-effects",
-        choices=["auto", "held", "fitted"],
-        default="auto",
-        help="hydraulic route: the valve effects the machine file declares (spool overlap, "
-        "command delay, spool dynamics) held at the file's values, fitted from them, or "
-        "(default) each group fitted where that predicts held-out segments better by more "
-        "than one standard error",
-    )
-    p.add_argument(
-        "--offsets",
-        choices=["auto", "none", "fitted"],
-        default="auto",
-        help="hydraulic route: each pressure transducer's constant offset (beyond the "
-        "[log] offsets the machine file knows) not fitted, fitted (stage 1 each cylinder's "
-        "pressure-force offset, stage 2 each chamber's), or (default) stage 1 keeping those "
-        "above 3 std and stage 2 fitting them where held-out segments predict better by more "
-        "than one standard error",
-    )
-    p.add_argument(
-        "--encoder-offsets",
-        choices=["auto", "none", "fitted"],
-        default="auto",
-        help="hydraulic route: each coordinate's encoder offset (beyond the [log] offsets the "
-        "machine file knows) not fitted, fitted, or (default) fitted where held-out segments "
-        "predict better by more than one standard error (an offset shows only through the "
-        "machine's geometry and gravity, so the data often do not determine it)",
-    )
+    # the hydraulic route's structure choices (`model_choice.CHOICES`): each "auto" by default,
+    # the richer structure where it predicts held-out segments better by more than one
+    # standard error
+    by_rule = "where that predicts held-out segments better by more than one standard error"
+    for option, choices, help in (
+        ("--mechanics", ["auto", "fixed", "refined"],
+         "the mechanics of stage 1 (regressor route) kept fixed in the output-error fit, "
+         f"refined jointly (boom and payload masses), or (default) refined {by_rule}"),
+        ("--valve-effects", ["auto", "held", "fitted"],
+         "the valve effects the machine file declares (spool overlap, command delay, spool "
+         "dynamics) held at the file's values, fitted from them, or (default) each group "
+         f"fitted {by_rule}"),
+        ("--offsets", ["auto", "none", "fitted"],
+         "each pressure transducer's constant offset (beyond the [log] offsets the machine "
+         "file knows) not fitted, fitted (stage 1 each cylinder's pressure-force offset, "
+         "stage 2 each chamber's), or (default) stage 1 keeping those above 3 std and stage 2 "
+         f"fitting them {by_rule}"),
+        ("--encoder-offsets", ["auto", "none", "fitted"],
+         "each coordinate's encoder offset (beyond the [log] offsets the machine file knows) "
+         f"not fitted, fitted, or (default) fitted {by_rule} (an offset shows only through "
+         "the machine's geometry and gravity, so the data often do not determine it)"),
+    ):  # fmt: skip
+        p.add_argument(option, choices=choices, default="auto", help=f"hydraulic route: {help}")
     p.add_argument(
         "--cpu-devices",
         type=int,
