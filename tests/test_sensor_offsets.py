@@ -53,20 +53,20 @@ def test_offsets_round_trip_through_a_parameter_file_and_bad_ones_are_named(plan
         PressureTransducers(p_a=np.inf)
 
 
-def test_encoder_offsets_are_additive_leaves_in_millirad_steps(plant):
-    """One per coordinate, zero by default; ``nominal + 1e-3 x theta`` (rad, or m on a sliding
+def test_encoder_offsets_are_additive_leaves_in_centirad_steps(plant):
+    """One per coordinate, zero by default; ``nominal + 1e-2 x theta`` (rad, or m on a sliding
     coordinate) in identification; read as the coordinate's offset (`reading_offsets`)."""
     assert [float(e) for e in plant.encoders] == [0.0, 0.0]
     spec = oe.HydraulicParameters(("encoder.q2.offset", "sensor.lift.p_a"))
-    assert oe.is_additive("encoder.q2.offset") and oe.additive_step("encoder.q2.offset") == 1e-3
+    assert oe.is_additive("encoder.q2.offset") and oe.additive_step("encoder.q2.offset") == 1e-2
     np.testing.assert_array_equal(oe.initial_theta(plant, spec), 0.0)
     p = oe.plant_with(jnp.array([-2.5, 1.0]), plant, spec)
-    assert [float(e) for e in p.encoders] == [0.0, -2.5e-3]
+    assert [float(e) for e in p.encoders] == [0.0, -2.5e-2]
     vals = oe.parameter_values(jnp.array([-2.5, 1.0]), plant, spec)
-    assert vals["encoder.q2.offset"] == -2.5e-3
-    assert oe.value_std(np.array([0.1, 0.1]), spec, vals)["encoder.q2.offset"] == 1e-4
+    assert vals["encoder.q2.offset"] == -2.5e-2
+    assert oe.value_std(np.array([0.1, 0.1]), spec, vals)["encoder.q2.offset"] == 1e-3
     names = ("q1", "q2", "p_a_lift", "u_lift")
-    np.testing.assert_array_equal(oe.reading_offsets(p, names), [0.0, -2.5e-3, 1e5, 0.0])
+    np.testing.assert_array_equal(oe.reading_offsets(p, names), [0.0, -2.5e-2, 1e5, 0.0])
 
 
 def test_encoder_offsets_round_trip_through_a_parameter_file_and_bad_ones_are_named(plant):

@@ -39,8 +39,10 @@ COM_STEP = 0.1
 # transducer's zero drifts
 SENSOR_STEP = 1e5
 # an encoder's offset moves by ENCODER_STEP * theta (rad, or m on a sliding coordinate):
-# 0.06 deg, about what an encoder's zero is off after a sensor is remounted
-ENCODER_STEP = 1e-3
+# 0.57 deg, about the most an encoder's zero is off after a sensor is remounted; a fit moves
+# theta by at most `output_error.fit`'s bound (1.5), so a smaller step would keep an offset
+# of a few tenths of a degree out of a trial fit's reach
+ENCODER_STEP = 1e-2
 
 
 def is_entry(name: str) -> bool:
