@@ -121,6 +121,7 @@ def _free_compiled_code_when_crowded():
 _LONGEST_FIRST = (
     "test_identify_knuckle.py",
     "test_identify_main.py",
+    "test_mobile_identified.py",
     "test_machine_vdc.py",
     "test_valve_effects.py",
     "test_urdf_robots.py",
