@@ -78,6 +78,8 @@ def test_the_example_identified_within_the_issues_tolerances(tmp_path):
     ours = summary["validation_rmse"]["mobile_knuckle_validation"]
     nominal = summary["validation_rmse_nominal"]["mobile_knuckle_validation"]
     print("\nfree run / true plant's: " + ", ".join(f"{c} {ours[c] / floor[c]:.2f}" for c in ours))
+    # the issue's bound; measured 0.96, 1.44 and 0.60 for the angles (the fold within 4 % of
+    # it: a sub-count drift, deterministic on one machine), 1.00-1.01 for the pressures
     for c, r in ours.items():
         assert r <= 1.5 * floor[c], (c, r, floor[c])
         assert r < nominal[c], (c, r, nominal[c])
