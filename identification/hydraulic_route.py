@@ -45,6 +45,7 @@ from jaxmb.identification import model_choice as choice
 from jaxmb.identification import output_error as oe
 from jaxmb.identification import stage_coupling as coupling
 from jaxmb.identification.campaign import Campaign, check_campaign, payload_body
+from jaxmb.identification.log_length import check_fit_lengths, check_validation_length
 from jaxmb.identification.signals import check_cutoff
 from jaxmb.io import params_file
 from jaxmb.io.covariance_file import write_covariance
@@ -243,6 +244,18 @@ def identify_hydraulic(
     check_uniform(fit_log, Path(paths[0]).name)
     for v in validate:
         check_uniform(vlogs[Path(v).stem][0], Path(v).name)
+    # each log long enough for what is asked of it, named by its length (`log_length`)
+    given = (mechanics, leakage, offsets, encoder_offsets)
+    choosing = "auto" in given or (
+        valve_effects == "auto" and choice.effect_selectors(machine.plant)
+    )
+    check_fit_lengths(
+        {Path(p).name: fit_log if len(paths) == 1 else logs[Path(p).stem][0] for p in paths},
+        cutoff=mech.CUTOFF if cutoff is None else cutoff, segment_time=segment_time,
+        choosing=bool(choosing),
+    )  # fmt: skip
+    for v in validate:
+        check_validation_length(vlogs[Path(v).stem][0], Path(v).name, segment_time=segment_time)
     fit = _fit(
         machine, logs, fit_log, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,

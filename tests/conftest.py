@@ -119,7 +119,6 @@ def _free_compiled_code_when_crowded():
 # otherwise orders modules by their number of tests), so the two workers end on short modules
 # instead of one waiting minutes for the other's last heavy module.
 _LONGEST_FIRST = (
-    "test_identify_knuckle.py",
     "test_identify_main.py",
     "test_mobile_identified.py",
     "test_machine_vdc.py",

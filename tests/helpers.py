@@ -248,17 +248,6 @@ def file_armature(xml: str, coordinates) -> np.ndarray:
     return np.array(out)
 
 
-def without_payload(src, dst, window=None):
-    """A copy of a log whose sidecar does not say what the tool carries."""
-    from jaxmb.io.logs import Log, read_log, write_log
-
-    log = read_log(src)
-    log = log if window is None else log.window(*window)
-    cond = {k: v for k, v in log.meta.get("conditions", {}).items() if k != "payload_kg"}
-    write_log(dst, Log(log.t, log.signals, {**log.meta, "conditions": cond}))
-    return dst
-
-
 def hydraulic_tolerance(name: str) -> float:
     """Issue 27 point 4: valve coefficients within 1 %, bulk moduli within 5 %, Coulomb
     friction within 10 %; the viscous coefficients (which the long refit fits, not in the

@@ -2,7 +2,7 @@
 covariance an identification wrote (`sampling.identified`, ``[identified]`` in a study's
 configuration), correlations included, positive by construction; the configuration refused by
 name where it cannot hold. A real identification's files are drawn from in
-`test_identify_knuckle.py`."""
+`test_mobile_identified.py`."""
 
 import numpy as np
 import pytest

@@ -1,8 +1,8 @@
 """`long_refit`: the fit span cut into long segments, what the refit fits, and its Jacobian
 through a 10 s segment against central differences (the refit's gradient, as anything that
 identifies through the simulation checks it). The refit's effect on the free-run replay and
-its held-out choice are measured end to end by the crane's and the knuckle's identify tests
-(tests/test_identify_main.py)."""
+its held-out choice are measured end to end by the crane's campaign test
+(tests/test_identify_main.py) and the mobile knuckle's (tests/test_mobile_identified.py)."""
 
 import dataclasses
 from pathlib import Path
