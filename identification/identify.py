@@ -134,28 +134,35 @@ def _fit_grid(logs: dict) -> float | None:
     return dt
 
 
-def _check_samples(segments: dict, log_paths, cutoff: float, chosen: bool = False) -> None:
-    """Refuse a log that leaves no sample at ``cutoff``: at least one of its gap-free pieces
-    must be longer than the two ``3 / cutoff`` edges the zero-phase filter trims. ``chosen``:
-    ``cutoff`` is the highest the default rule may choose, so a log refused is too short for
-    any, and is named as that (by its length) rather than blamed on the rule."""
+def _check_samples(segments: dict, log_paths, cutoff: float, how: str = "given") -> None:
+    """Refuse a log that leaves no sample at ``cutoff``, by its length: at least one of its
+    gap-free pieces must be longer than the two ``3 / cutoff`` edges the zero-phase filter
+    trims. ``how`` the cutoff came: "given" (``--cutoff``), "chosen" (by the default rule
+    from the fit logs' motion) or "highest" (the highest the rule may choose, so a log
+    refused is too short for any)."""
     edge = 3.0 / cutoff
     for p in log_paths:
         piece = max(segments[p], key=lambda seg: float(seg.t[-1] - seg.t[0]))
         longest = float(piece.t[-1] - piece.t[0])
         if longest > 2 * edge:
             continue
-        stretch = f"its longest gap-free stretch is {longest:.3g} s ({piece.t.size} samples)"
-        if chosen:
-            raise ValueError(
-                f"{Path(p).name}: too short to identify: {stretch}, and the low-pass filter "
-                f"trims {edge:.3g} s at both ends even at its highest cutoff ({cutoff:g} Hz), so "
-                f"a stretch must be longer than {2 * edge:.3g} s; a longer log (tens of seconds "
-                "of motion)"
-            )
+        fs = (piece.t.size - 1) / longest if longest > 0 else float("nan")
+        at_least = f" (at least {int(np.floor(2 * edge * fs)) + 2} samples)" if fs > 0 else ""
+        need = f"{2 * edge:.3g} s{at_least}"
+        said = {
+            "given": f"the --cutoff {cutoff:g} Hz low-pass",
+            "chosen": f"the {cutoff:g} Hz low-pass the fit logs' motion chose",
+            "highest": f"the low-pass even at its highest cutoff ({cutoff:g} Hz)",
+        }[how]
+        advice = {
+            "given": "a longer log, or a higher --cutoff",
+            "chosen": "a longer log, or a higher --cutoff than the one chosen",
+            "highest": "a longer log (tens of seconds of motion)",
+        }[how]
         raise ValueError(
-            f"{Path(p).name}: no samples at the {cutoff:g} Hz low-pass: {stretch}, and the "
-            f"filter trims {edge:.3g} s at both ends; a longer log, or a higher --cutoff"
+            f"{Path(p).name}: too short to identify: its longest gap-free stretch is "
+            f"{longest:.3g} s ({piece.t.size} samples), and {said} trims {edge:.3g} s at both "
+            f"ends, so a stretch must be longer than {need}; {advice}"
         )
 
 
@@ -257,12 +264,13 @@ def _identify_rigid(name, model, log_paths, out, validate, options, progress, wi
     if chosen:  # below 0.4 of the lowest rate of every log it will filter
         fs = min(1.0 / sampling_report(lg).dt for lg in (*logs.values(), *vlogs.values()))
         highest = max((c for c in CANDIDATES if c < 0.4 * fs), default=max(CANDIDATES))
-        _check_samples(segments, log_paths, highest, chosen=True)
+        _check_samples(segments, log_paths, highest, "highest")
         choice = choose_cutoff(fit_segments, model.coordinate_names, fs=fs)
         options = {**options, "cutoff": choice["cutoff_hz"]}
         for path, lg in (*logs.items(), *vlogs.items()):
             check_cutoff(options["cutoff"], lg.t, Path(path).name)
-    _check_samples(segments, [*log_paths, *validate], options["cutoff"])
+    _check_samples(segments, [*log_paths, *validate], options["cutoff"],
+                   "chosen" if chosen else "given")  # fmt: skip
     width = None
     if options.get("coulomb_width") is None:  # the sign trusted where qd stands above its noise
         width = choose_coulomb_width(fit_segments, model.coordinate_names, options["cutoff"])

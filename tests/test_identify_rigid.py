@@ -347,8 +347,6 @@ def test_several_logs_with_their_payloads_and_noise_levels(robot, tmp_path, caps
         ({"payload_kg": 1.0, "payload_com": [0, 1]}, ("a", "b"),
          r"b\.csv: sidecar conditions\.payload_com: expected \[x, y, z\] in m"),
         ({}, ("a", "a"), r"logs \['a'\]: given twice, or two files of one name"),
-        ({}, ("a",), r"a\.csv: no samples at the 2 Hz low-pass: its longest gap-free stretch is "
-         r"3 s \(601 samples\), and the filter trims 1\.5 s at both ends"),
     ],
 )  # fmt: skip
 def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, message):
@@ -365,18 +363,35 @@ def test_several_logs_refused_up_front(robot, tmp_path, conditions, names, messa
     assert not out.exists()
 
 
-def test_a_log_too_short_for_any_cutoff_is_refused_by_its_length(robot, tmp_path):
-    """A log shorter than what the default cutoff rule could ever filter is refused by its
-    length in samples and seconds, not blamed on the rule (which found no motion in it)."""
+SHORT = {
+    # shorter than what the default cutoff rule could ever filter: not blamed on the rule
+    # (which found no motion in it)
+    "for any cutoff": (0.3, [], r"stretch is 0\.3 s \(61 samples\), and the low-pass even at "
+                       r"its highest cutoff \(15 Hz\) trims 0\.2 s at both ends, so a stretch must "
+                       r"be longer than 0\.4 s \(at least 82 samples\); a longer log \(tens"),
+    "for the cutoff chosen": (3.0, [], r"stretch is 3 s \(601 samples\), and the 2 Hz low-pass "
+                              r"the fit logs' motion chose trims 1\.5 s at both ends, so a stretch "
+                              r"must be longer than 3 s \(at least 602 samples\); a longer log, or "
+                              r"a higher --cutoff than the one chosen"),
+    "for the cutoff given": (3.0, ["--cutoff", "2"], r"stretch is 3 s \(601 samples\), and the "
+                             r"--cutoff 2 Hz low-pass trims 1\.5 s at both ends, so a stretch "
+                             r"must be longer than 3 s \(at least 602 samples\); a longer log, "
+                             r"or a higher --cutoff$"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SHORT)
+def test_a_log_too_short_is_refused_by_its_length(robot, tmp_path, case):
+    """A log too short for the low-pass is refused by its length in samples and seconds
+    against what the filter needs, and by where its cutoff came from; nothing written."""
+    seconds, options, message = SHORT[case]
     path, model = robot
-    write_log(tmp_path / "a.csv", _log(model, 0, t_final=0.3))
+    write_log(tmp_path / "a.csv", _log(model, 0, t_final=seconds))
     out = tmp_path / "out"
     argv = ["identify", str(tmp_path / "a.csv"), "--model", str(path), "--out", str(out),
-            "--quiet"]  # fmt: skip
+            "--quiet", *options]  # fmt: skip
     with pytest.raises(SystemExit, match=r"a\.csv: too short to identify: its longest gap-free "
-                       r"stretch is 0\.3 s \(61 samples\), and the low-pass filter trims 0\.2 s "
-                       r"at both ends even at its highest cutoff \(15 Hz\), so a stretch must be "
-                       r"longer than 0\.4 s"):  # fmt: skip
+                       + message):  # fmt: skip
         cli.main(argv)
     assert not out.exists()
 
