@@ -31,6 +31,8 @@ import numpy as np
 from jaxmb.algorithms.dynamics import inertial_parameters, inverse_dynamics
 from jaxmb.identification import consistent as cons
 from jaxmb.identification import regressor as rg
+from jaxmb.identification.coulomb_width import choose_coulomb_width
+from jaxmb.identification.cutoff_choice import choose_cutoff
 from jaxmb.identification.least_squares import LeastSquaresFit, least_squares, weak_directions
 from jaxmb.identification.signals import estimate_derivatives, lowpass
 from jaxmb.io.logs import Log
@@ -271,7 +273,11 @@ class RigidIdentification(eqx.Module):
         base: base parameters of the excitation.
         fit: the weighted least-squares estimate of the base parameters and its statistics.
         consistent: per body, whether its estimate is a realisable rigid body.
-        method, coulomb_width, stribeck_velocity: the options used.
+        method, cutoff, coulomb_width, stribeck_velocity: the options used (the cutoff and
+            the Coulomb sign's width as given, or as chosen from the log: ``choices``).
+        choices: each rule's report where ``identify_rigid`` chose the cutoff
+            (``"cutoff"``: `cutoff_choice.choose_cutoff`) or the width (``"coulomb_width"``:
+            `coulomb_width.choose_coulomb_width`).
         forces: the known generalized forces ``{name: f(q)}``; scales: their identified scales.
         weak: weak directions of the base regressor.
     """
@@ -290,6 +296,8 @@ class RigidIdentification(eqx.Module):
     drives: Drives | None
     scales: dict
     coulomb_width: float = eqx.field(static=True)
+    cutoff: float = eqx.field(static=True)
+    choices: dict = eqx.field(static=True)
     stribeck_velocity: float = eqx.field(static=True)
     weak: list
 
@@ -370,10 +378,10 @@ def identify_rigid(
     *,
     terms: Sequence[str] = DEFAULT_TERMS,
     method: str = "consistent",
-    cutoff: float = 10.0,
+    cutoff: float | None = None,
     stride: int = 1,
     edge: float | None = None,
-    coulomb_width: float = 1e-2,
+    coulomb_width: float | None = None,
     stribeck_velocity: float = 0.1,
     prior_weight: float = 0.1,
     prior_joint: dict | None = None,
@@ -395,23 +403,36 @@ def identify_rigid(
     motion cannot separate it from gravity). With ``log`` a sequence of segments (of one or
     several experiments), ``payloads`` gives each segment's known load (`Payload`, or None;
     its generalized forces move to the measured side) and ``experiments`` its experiment's
-    label: WLS then has one noise level per joint equation and experiment. See the module
-    docstring."""
+    label: WLS then has one noise level per joint equation and experiment. ``cutoff`` (Hz) and
+    ``coulomb_width`` (rad/s) left None are chosen from ``log`` as `jaxmb identify` chooses
+    them: the cutoff from the motion's bandwidth (`cutoff_choice.choose_cutoff`), the width
+    from the filtered velocity's noise (`coulomb_width.choose_coulomb_width`); the result
+    records both and the rules' reports (``choices``). See the module docstring."""
     where = "identify_rigid"
     check_type(model, Model, f"{where}: model")
     _check_logs(log, f"{where}: log (read a file with jaxmb.identification.read_log)")
     check_type(drives, (Drives, type(None)), f"{where}: drives")
-    check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
+    if cutoff is not None:
+        check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
     check_number(stride, f"{where}: stride", integer=True, at_least=1)
     if edge is not None:
         check_number(edge, f"{where}: edge (s)", at_least=0)
-    check_number(coulomb_width, f"{where}: coulomb_width (rad/s)", above=0)
+    if coulomb_width is not None:
+        check_number(coulomb_width, f"{where}: coulomb_width (rad/s)", above=0)
     check_number(stribeck_velocity, f"{where}: stribeck_velocity (rad/s)", above=0)
     if isinstance(terms, str):
         raise TypeError(f"{where}: terms: expected a sequence of term names, got str {terms!r}")
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
+    segments = [log] if isinstance(log, Log) else list(log)
+    choices = {}
+    if cutoff is None:  # the command's rule (`cutoff_choice`)
+        choices["cutoff"] = choose_cutoff(segments, model.coordinate_names)
+        cutoff = choices["cutoff"]["cutoff_hz"]
+    if coulomb_width is None:  # the command's rule (`coulomb_width`), at that cutoff
+        choices["coulomb_width"] = choose_coulomb_width(segments, model.coordinate_names, cutoff)
+        coulomb_width = choices["coulomb_width"]["coulomb_width"]
     s, W, y, labels = rigid_equations(
         model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives, terms=terms,
         coulomb_width=coulomb_width, stribeck_velocity=stribeck_velocity, forces=forces,
@@ -492,6 +513,8 @@ def identify_rigid(
         drives=drives,
         scales=scales,
         coulomb_width=coulomb_width,
+        cutoff=cutoff,
+        choices=choices,
         stribeck_velocity=stribeck_velocity,
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
                              if method != "ols" else Wb, base.base_names),
@@ -568,16 +591,17 @@ def predict_torques(
     result: RigidIdentification,
     log: Log | Sequence[Log],
     *,
-    cutoff: float = 10.0,
+    cutoff: float | None = None,
     edge: float | None = None,
     payloads: Sequence[Payload | None] | None = None,
 ) -> tuple[RigidSamples, np.ndarray]:
     """Generalized forces the identified model predicts from ``log``'s motion (positions
-    filtered and differentiated as in the fit) at the samples ``s.index``, to be compared with
-    the logged forces ``s.at("tau")``: ``(s, tau_hat (N, n))``; ``payloads`` as in
-    `identify_rigid`, their forces added."""
+    filtered and differentiated as in the fit, at ``cutoff``: default the fit's) at the
+    samples ``s.index``, to be compared with the logged forces ``s.at("tau")``:
+    ``(s, tau_hat (N, n))``; ``payloads`` as in `identify_rigid`, their forces added."""
     check_type(result, RigidIdentification, "predict_torques: result")
     _check_logs(log, "predict_torques: log")
+    cutoff = result.cutoff if cutoff is None else cutoff
     check_number(cutoff, "predict_torques: cutoff (Hz)", above=0)
     s, W, y, _ = rigid_equations(
         result.model, log, cutoff=cutoff, edge=edge, drives=result.drives, terms=result.terms,

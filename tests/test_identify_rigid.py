@@ -30,7 +30,7 @@ TRUE_JOINT = {
     "joint3": {"armature": 0.01, "viscous": 0.5, "coulomb": 0.5, "offset": 0.1},
 }
 NOISE = 0.05  # N m (or N), per joint equation
-WIDTH = 1e-2  # smoothed Coulomb width, rad/s (the regressor's default)
+WIDTH = 1e-2  # smoothed Coulomb width of the synthetic joints, rad/s (given to the fits)
 
 
 def _true_tau(model, q, qd, qdd):
@@ -78,7 +78,8 @@ def fitted(robot):
     _, model = robot
     log = _log(model, 0)
     return {
-        m: rigid.identify_rigid(model, log, method=m, cutoff=5.0) for m in ("wls", "consistent")
+        m: rigid.identify_rigid(model, log, method=m, cutoff=5.0, coulomb_width=WIDTH)
+        for m in ("wls", "consistent")
     }
 
 
@@ -224,7 +225,8 @@ def test_motor_side_measurements(robot, fitted):
         "--torque-constants joint1, joint2, joint3: ignored; the log gives joint1 by "
         "tau_motor_joint1, joint2 by tau_motor_joint2, joint3 by tau_motor_joint3"
     ]
-    res = rigid.identify_rigid(model, by_current, method="wls", cutoff=5.0, drives=drives)
+    res = rigid.identify_rigid(model, by_current, method="wls", cutoff=5.0,
+                               coulomb_width=WIDTH, drives=drives)  # fmt: skip
     np.testing.assert_allclose(res.fit.theta, fitted["wls"].fit.theta, rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match="'i_joint1' with a gear ratio and a torque constant"):
         rigid.generalized_forces(by_current, names, rigid.Drives(G))
