@@ -147,7 +147,7 @@ def tuning_terms(
 # checkpoints with the steps between them solved again. Measured on the Section IV gradient
 # with respect to K (20 s, 11 548 Tsit5 steps, one process, twice each way): compile 12.2-16.1 s
 # against 19.4-19.6 s, the gradient 4.4-5.4 forward runs against 7.6-8.8, the same values to the
-# last digit; docs/performance.md
+# last digit; dev/performance-history.md
 STORED_STEPS_BYTES = 256 * 2**20
 
 

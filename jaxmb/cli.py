@@ -121,7 +121,7 @@ def check_device_options(args: argparse.Namespace, command: str) -> None:
 # XLA's CPU fusion emitters (MLIR kernels, XLA's default) cost about a fifth of every compile
 # and bought the commands' programs no speed: the crane's closed loop compiles in 12.9 s
 # instead of 15.7 s without them, and 100 perturbed plants vmapped in 23.9 s instead of 28.5 s,
-# running 2.75 s instead of 2.96 s (docs/performance.md). A user's own XLA_FLAGS decide.
+# running 2.75 s instead of 2.96 s (dev/performance-history.md). A user's own XLA_FLAGS decide.
 CPU_FLAGS = {"xla_cpu_use_fusion_emitters": "false"}
 
 

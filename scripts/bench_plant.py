@@ -7,7 +7,7 @@ The peer, run in the same process: each mount on its own, as a user would call i
 mount), against the plant's one shared pass with ``J_x`` by forward mode
 (`HydraulicPlant.piston_kinematics`). The peer is today's per-mount API, which shares the
 fused products, not the code before the shared pass: the ratio is the pass's own share of the
-gain (docs/performance.md has the before-and-after). Everything runs inside `failures_as_nan`, as the CLI
+gain (dev/performance-history.md has the before-and-after). Everything runs inside `failures_as_nan`, as the CLI
 runs it: outside it the input checks are host callbacks inside the loop and distort the cost.
 
     python scripts/bench_plant.py [--batch 64] [--calls 4000] [--cores 2] [--repeats 5]

@@ -373,7 +373,7 @@ class HydraulicPlant(AbstractPlant):
         calls the field at every stage, and the transformations around it (forward-mode
         sensitivities, vmaps over segments and parameters) then trace it once and reuse it,
         where they traced every call (the output error's residual and Jacobian trace in about
-        two thirds of the time, a second program in about 40 %; docs/performance.md)."""
+        two thirds of the time, a second program in about 40 %; dev/performance-history.md)."""
         mech = self.mechanics_pass(y, self.extra_forces(command, forces), wrenches)
         return self.field_from(y, mech, command)
 

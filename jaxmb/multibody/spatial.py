@@ -114,7 +114,7 @@ def small_matmul(A: Float[Array, "r k"], B: Float[Array, " k *c"]) -> Float[Arra
 
     XLA on CPU emits each ``dot`` as its own kernel call; this form is elementwise work that
     fuses with its neighbours, which halves the hydraulic plant's kinematic pass (3 x 3
-    products by the dozen, see docs/performance.md). It is used only there: in the rigid
+    products by the dozen, see dev/performance-history.md). It is used only there: in the rigid
     recursions the same swap made XLA's fusions worse (2-4x slower against Pinocchio in
     ``scripts/bench_scaling.py``), so they keep ``@``."""
     if A.ndim != 2 or B.ndim not in (1, 2) or A.shape[1] != B.shape[0]:

@@ -41,11 +41,11 @@ def command(controller, kind: str, t, y, desired, c):
     A traced function of its own: a simulation traces its controller several times (diffrax's
     shape checks, its loop's state, the step, the commands at the saves), and JAX traces a
     jitted call once for all calls of equal argument types (the crane's VDC closed loop traced
-    and lowered in 2.8-3.1 s instead of 6.8-7.1 s; docs/performance.md). ``t`` is made a float
-    array before the call: a Python float is weakly typed, another signature. So a controller is a
-    pure function of its arguments: JAX keeps its first trace for a controller of the same
-    static parts, and what varies between runs must be an array leaf (an equinox module's
-    field), not a global or a closure's Python value."""
+    and lowered in 2.8-3.1 s instead of 6.8-7.1 s; dev/performance-history.md). ``t`` is made a
+    float array before the call: a Python float is weakly typed, another signature. So a
+    controller is a pure function of its arguments: JAX keeps its first trace for a controller
+    of the same static parts, and what varies between runs must be an array leaf (an equinox
+    module's field), not a global or a closure's Python value."""
     return _traced_command(controller, kind, jnp.asarray(t, dtype=float), y, desired, c)
 
 
