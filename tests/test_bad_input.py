@@ -638,7 +638,7 @@ def test_cli_accepts_negative_numbers_as_values():
             r"synthetic_crane_payload_excitation\.parquet \(fs/2 = 500 Hz: 40001 samples over 40 s\), "
             r"got 600 Hz",
         ),
-        (["simulate", "--t-final", "nan"], "--t-final and --dt-save must be positive"),
+        (["simulate", "--t-final", "nan"], "--t-final: expected a duration > 0 s, got nan"),
         (["state", "--q", "0.1,nan,0.1"], "--q: expected 3 finite numbers"),
         (["montecarlo", "x.toml", "--samples", "-3"], "--samples: expected an integer >= 1"),
     ],

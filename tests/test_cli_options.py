@@ -32,8 +32,14 @@ ROWS = {
         r"--machine: expected arm, crane, rpr3-flexible or a machine file \(\.toml\), got 'nope'",
     ),
     ("simulate", "--out"): (["--out", "/dev/null/x"], r"--out: cannot write to '/dev/null/x'"),
-    ("simulate", "--t-final"): (["--t-final", "-1"], r"--t-final and --dt-save must be positive"),
-    ("simulate", "--dt-save"): (["--dt-save", "0"], r"--t-final and --dt-save must be positive"),
+    ("simulate", "--t-final"): (
+        ["--t-final", "-1"],
+        r"--t-final: expected a duration > 0 s, got -1",
+    ),
+    ("simulate", "--dt-save"): (
+        ["--dt-save", "0"],
+        r"--dt-save: expected 0 < dt <= 20 s \(--t-final\), got 0",
+    ),
     ("simulate", "--commands"): (
         ["--commands", "c.csv"],
         r"--commands: not for arm; only for --machine crane or a machine file \(\.toml\)",

@@ -25,7 +25,7 @@ def _gain(text: str, name: str) -> list[float]:
         else parse_vector(text, name, 1)
     )
     if not np.all(vals > 0):
-        raise SystemExit(f"jaxmb: --{name}: expected positive gains, got {text!r}")
+        raise SystemExit(f"jaxmb simulate: --{name}: expected positive gains, got {text!r}")
     return np.broadcast_to(vals, (3,)).tolist()
 
 
@@ -38,11 +38,13 @@ def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
     # the report reads the errors after 1 s and checks eq. (31) over 0.6-0.95 s
     if not t_final >= 1.0 or abs(steps * 0.002 - t_final) > 1e-9:
         raise SystemExit(
-            f"jaxmb: --t-final: expected a multiple of the sampling interval 0.002 s of at least "
+            f"jaxmb simulate: --t-final: expected a multiple of the sampling interval 0.002 s of at least "
             f"1 s (the report's windows: errors after 1 s, eq. (31) over 0.6-0.95 s), got {t_final}"
         )
     if args.omega is not None and not args.omega > 0:
-        raise SystemExit(f"jaxmb: --omega: expected a bandwidth > 0 rad/s, got {args.omega}")
+        raise SystemExit(
+            f"jaxmb simulate: --omega: expected a bandwidth > 0 rad/s, got {args.omega}"
+        )
     out = Path(args.out)
     check_out(out)
     import jax
@@ -295,8 +297,15 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
     from jaxmb.control import RobustController, section_iv
     from jaxmb.control.report import run_scenario, write_report
 
-    if not args.t_final > 0 or not 0 < args.dt_save <= args.t_final:
-        raise SystemExit("jaxmb: --t-final and --dt-save must be positive, dt-save <= t-final")
+    if not args.t_final > 0:
+        raise SystemExit(
+            f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
+        )
+    if not 0 < args.dt_save <= args.t_final:
+        raise SystemExit(
+            f"jaxmb simulate: --dt-save: expected 0 < dt <= {args.t_final:g} s (--t-final), "
+            f"got {args.dt_save}"
+        )
     gains = {k: _gain(getattr(args, k), k) for k in ("Lambda", "K", "kappa", "eps")}
     if args.gains is not None:
         from jaxmb.control.study_config import read_gains
