@@ -22,8 +22,8 @@ What is implemented, and what is not:
   telescope's valve edges came out 5 standard deviations off). `noise_weighted.fit_noise_weighted` given
   ``heads`` re-estimates every start state after each pilot from the log's every sample just
   after it (`start_states`: multiple shooting with free initial states, solved by blocks; the
-  Jacobian of the parameter fit stays P columns wide). The route does not pass ``heads`` yet:
-  it helped the knuckle and hurt the crane (docs/hydraulic-machines.md).
+  Jacobian of the parameter fit stays P columns wide). The identification command passes
+  ``heads`` (`hydraulic_route`).
 - Residuals: ``q`` (rad) and the chamber pressures (Pa) of every actuator, on every
   ``stride``-th log sample (default 10, i.e. 100 Hz) after each segment's start, each divided
   by a per-signal scale ``s_c``: by default the signal's standard deviation over the log, so

@@ -313,7 +313,7 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     # validation is a free-run replay of the 20 s log from its first sample: every signal
     # within 1.5x of the true plant's replay of the same noisy log (0.3 bar pressure noise, an
     # encoder count of 4.8e-5 rad; measured 0.61x and 0.82x for the angles, 1.00-1.06x for the
-    # pressures; the angles integrate every flow error, docs/hydraulic-machines.md)
+    # pressures; the angles integrate every flow error, dev/hydraulic-machines-history.md)
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import log_columns
     from jaxmb.io.machine import load_machine
