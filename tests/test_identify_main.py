@@ -178,6 +178,7 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     of the same noisy log, the empty bucket's included, which one loaded log could not
     reach (about 7 minutes on the 2-core CI machine)."""
     from jaxmb.identification import hydraulic_route
+    from jaxmb.identification.summary_keys import HYDRAULIC
     from jaxmb.io.logs import read_log, write_log
 
     val = CRANE / "synthetic_crane_payload_validation.parquet"
@@ -214,6 +215,7 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     assert len(on_disk) == 3
     summary = json.loads((out / "summary.json").read_text())
     assert summary["validation_failed"] == {"broken": "RuntimeError: injected after the fit"}
+    assert set(summary) <= set(HYDRAULIC)  # each key explained in docs/reference.md
     assert set(summary["validation_rmse"]) == {val.stem, empty.stem}
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]

@@ -53,11 +53,14 @@ def identified(tmp_path_factory):
 def test_the_example_identified_within_the_issues_tolerances(identified):
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import log_columns
+    from jaxmb.identification.summary_keys import HYDRAULIC
     from jaxmb.io.machine import load_machine
     from jaxmb.io.params_file import apply_hydraulics
 
     out, summary = identified
     assert summary["model"] == "mobile_knuckle"
+    # every key the reference explains (docs/reference.md), no other
+    assert set(summary) == set(HYDRAULIC) - {"validation_failed"}
     assert summary["long_refit"]["choice"] == "yes"
     fitted, truth = summary["parameters"], TRUTH["parameters"]
     # the encoders read right; their offsets, fitted, take in what the fixed mechanics miss

@@ -1,0 +1,41 @@
+"""The reference (docs/reference.md) is generated from the code's own tables and cannot drift:
+it is what `scripts/make_reference.py` renders now, every command and option is on it, and
+every key of the hydraulic summary table has a meaning (the end-to-end identification tests
+hold each written summary.json to that table)."""
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from jaxmb.cli import build_parser
+from jaxmb.identification.summary_keys import HYDRAULIC
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "make_reference", ROOT / "scripts" / "make_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_reference_is_the_code_s():
+    page = (ROOT / "docs" / "reference.md").read_text()
+    assert page == _generator().render(), (
+        "docs/reference.md is stale: python scripts/make_reference.py"
+    )
+
+
+def test_every_option_and_summary_key_is_on_it():
+    page = (ROOT / "docs" / "reference.md").read_text()
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        assert f"### `jaxmb {name}`" in page
+        for a in sub._actions:
+            for flag in a.option_strings:
+                assert flag in ("-h", "--help") or f"`{flag}`" in page, (name, flag)
+    for key, meaning in HYDRAULIC.items():
+        assert len(meaning) > 10 and f"| `{key}` |" in page, key
