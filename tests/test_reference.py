@@ -1,6 +1,7 @@
 """The reference (docs/reference.md) is generated from the code's own tables and cannot drift:
-it is what `scripts/make_reference.py` renders now, every command and option is on it, and
-every key of the hydraulic summary table has a meaning (the end-to-end identification tests
+it is what `scripts/make_reference.py` renders now, every command and option and every
+machine-file table is on it (the loader refuses any key its tables lack), and every key of the
+hydraulic summary table has a meaning (the end-to-end identification tests
 hold each written summary.json to that table)."""
 
 import argparse
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from jaxmb.cli import build_parser
 from jaxmb.identification.summary_keys import HYDRAULIC
+from jaxmb.io.machine_keys import CYLINDER, TABLES, VALVE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,5 +39,9 @@ def test_every_option_and_summary_key_is_on_it():
         for a in sub._actions:
             for flag in a.option_strings:
                 assert flag in ("-h", "--help") or f"`{flag}`" in page, (name, flag)
+    for table, keys in {**TABLES, "cylinders.<name>": CYLINDER, "valves.<name>": VALVE}.items():
+        for key, meaning in (keys or {}).items():
+            assert len(meaning) > 5, (table, key)
+        assert keys is None or f"### `[{table}]`" in page, table
     for key, meaning in HYDRAULIC.items():
         assert len(meaning) > 10 and f"| `{key}` |" in page, key

@@ -98,7 +98,7 @@ from __future__ import annotations
 import math
 import tomllib
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +117,7 @@ from jaxmb.actuators.hydraulics import (
     Valve,
 )
 from jaxmb.actuators.plant import HydraulicPlant
+from jaxmb.io import machine_keys
 from jaxmb.io.logs import KINDS, UNITS, read_log, schema_for
 from jaxmb.io.urdf import UrdfError, load_urdf
 from jaxmb.multibody.kinematics import world_transforms
@@ -152,60 +153,10 @@ def machine_path(name_or_path) -> Path:
     return Path(name_or_path)
 
 
-_TABLES = {
-    "machine": {"name", "urdf", "gravity", "version", "description"},
-    "hydraulics": {
-        "supply_pressure",
-        "return_pressure",
-        "bulk_modulus",
-        "supply_from_log",
-        "return_from_log",
-    },
-    "payload": {"mass", "link", "com"},
-    "cylinders": None,
-    "valves": None,
-    "log": {"columns", "units", "offsets"},
-    "task": {"waypoints", "segment_time", "hold"},
-    "vdc": {"lam", "k_v", "k_0", "k_x", "k_f", "rate"},
-}
-_CYLINDER_KEYS = {
-    "base",
-    "rod",
-    "l_min",
-    "stroke",
-    "bore",
-    "rod_diameter",
-    "area_a",
-    "area_b",
-    "dead_volume",
-    "dead_volume_a",
-    "dead_volume_b",
-    "bulk_modulus",
-    "leakage_internal",
-    "leakage_external",
-    "friction",
-    "tube",
-    "piston",
-    "pin_axis",
-    "end_stop_stiffness",
-    "end_stop_damping",
-}
-_VALVE_KEYS = {
-    "cylinder",
-    "rated_flow",
-    "rated_pressure_drop",
-    "rated_command",
-    "c_pa",
-    "c_an",
-    "c_pb",
-    "c_bn",
-    "command_max",
-    "command_unit",
-    "deadband",
-    "delay",
-    "spool",
-    "dp_width",
-}
+# the keys each table may hold, with their meanings (`machine_keys`: the reference's source)
+_TABLES = machine_keys.TABLES
+_CYLINDER_KEYS = machine_keys.CYLINDER
+_VALVE_KEYS = machine_keys.VALVE
 _FRICTION = {
     "stribeck": ({"F_c", "F_s", "v_s", "sigma", "v_eps"}, set()),
     "lugre": ({"sigma0", "sigma1", "sigma2", "F_c", "F_s", "v_s"}, {"v_eps"}),
@@ -363,7 +314,7 @@ class _Where:
         at = f"[{table}]" + (f" key {key!r}" if key else "")
         return MachineFileError(f"machine file {self.path}: {at}: {what}")
 
-    def table(self, doc: Mapping, name: str, keys: set[str] | None, required: bool = True):
+    def table(self, doc: Mapping, name: str, keys: Collection[str] | None, required: bool = True):
         if name not in doc:
             if required:
                 raise self.error(name, None, "missing table")
@@ -375,7 +326,7 @@ class _Where:
             self.known(t, name, keys)
         return t
 
-    def known(self, t: Mapping, table: str, keys: set[str]) -> None:
+    def known(self, t: Mapping, table: str, keys: Collection[str]) -> None:
         for k in t:
             if k not in keys:
                 raise self.error(table, k, f"unknown key; expected one of {sorted(keys)}")
