@@ -250,7 +250,7 @@ def identify_hydraulic(
         valve_effects == "auto" and choice.effect_selectors(machine.plant)
     )
     check_fit_lengths(
-        {Path(p).name: fit_log if len(paths) == 1 else logs[Path(p).stem][0] for p in paths},
+        {Path(p).name: logs[Path(p).stem][0] for p in paths}, window=window,
         cutoff=mech.CUTOFF if cutoff is None else cutoff, segment_time=segment_time,
         choosing=bool(choosing),
     )  # fmt: skip

@@ -36,16 +36,30 @@ def _segment_samples(log: Log, segment_time: float) -> int:
 
 
 def check_fit_lengths(
-    logs: Mapping[str, Log], *, cutoff: float, segment_time: float, choosing: bool
+    logs: Mapping[str, Log],
+    *,
+    cutoff: float,
+    segment_time: float,
+    choosing: bool,
+    window: tuple[float, float] | None = None,
 ) -> None:
-    """Refuse a fit log (``{file name: its log, within --window}``) shorter than stage 1's
-    filter edges and one stage-2 segment, and (``choosing``: a structure option on "auto")
-    fit logs that hold fewer than ``2 x HELD_OUT`` segments between them (module docstring)."""
+    """Refuse a fit log (``{file name: its log}``, fitted within ``window`` if given) shorter
+    than stage 1's filter edges and one stage-2 segment, and (``choosing``: a structure option
+    on "auto") fit logs that hold fewer than ``2 x HELD_OUT`` segments between them (module
+    docstring). A window's samples are counted as each stage takes them: stage 1 those with
+    ``t0 <= t <= t1`` (`jaxmb.io.logs.Log.window`), stage 2 within half a sample of its ends
+    (`output_error.make_segments`)."""
     segments = {}
-    for name, log in logs.items():
+    for name, whole in logs.items():
+        log = whole if window is None else whole.window(*window)
         fs = _rate(log)
         edge = int(np.ceil(1.5 / cutoff * fs))  # as `mechanics.pressure_samples` drops them
         L = _segment_samples(log, segment_time)
+        if L < 1:
+            raise ValueError(
+                f"--segment-time: expected at least one sample period of {name} "
+                f"({1 / fs:.4g} s), got {segment_time:g} s"
+            )
         need = max(2 * edge + 1, L + 1)
         if log.t.size < need:
             raise ValueError(
@@ -54,10 +68,18 @@ def check_fit_lengths(
                 f"drops {edge / fs:.4g} s at each end, and stage 2 fits segments of "
                 f"{segment_time:g} s"
             )
-        segments[name] = (log.t.size - 1) // L
+        lo, hi = 0, whole.t.size - 1
+        if window is not None:  # as `output_error.make_segments` finds the span
+            h = float(np.mean(np.diff(whole.t)))
+            lo = int(np.searchsorted(whole.t, window[0] - 0.5 * h))
+            hi = int(np.searchsorted(whole.t, window[1] + 0.5 * h)) - 1
+        segments[name] = (hi - lo) // L
     need = 2 * HELD_OUT
     if choosing and sum(segments.values()) < need:
-        held = ", ".join(f"{n} {_length(logs[n])}, {k} segment(s)" for n, k in segments.items())
+        held = ", ".join(
+            f"{n} {_length(logs[n] if window is None else logs[n].window(*window))}, {k} segment(s)"
+            for n, k in segments.items()
+        )
         raise ValueError(
             f"too short to choose the structure from held-out segments of {segment_time:g} s: "
             f"{held}; the choice holds out one of every {HELD_OUT} segments and "

@@ -427,8 +427,12 @@ def identify_rigid(
     terms = tuple(terms)
     segments = [log] if isinstance(log, Log) else list(log)
     choices = {}
-    if cutoff is None:  # the command's rule (`cutoff_choice`)
-        choices["cutoff"] = choose_cutoff(segments, model.coordinate_names)
+    if cutoff is None:  # the command's rule (`cutoff_choice`), its message in this API's names
+        try:
+            choices["cutoff"] = choose_cutoff(segments, model.coordinate_names)
+        except ValueError as err:
+            text = str(err).removeprefix("--cutoff: ").replace("give --cutoff", "give cutoff=")
+            raise ValueError(f"{where}: cutoff=None: {text}") from None
         cutoff = choices["cutoff"]["cutoff_hz"]
     if coulomb_width is None:  # the command's rule (`coulomb_width`), at that cutoff
         choices["coulomb_width"] = choose_coulomb_width(segments, model.coordinate_names, cutoff)

@@ -7,7 +7,8 @@ millimetres and bar."""
 __all__ = ["HYDRAULIC"]
 
 HYDRAULIC: dict[str, str] = {
-    "model": "the machine's name, from its file's `[machine] name`",
+    "model": "the machine: the name given to `--model` (a built-in one), or its file's "
+    "`[machine] name`",
     "log": "the fit log's path, or the fit logs' paths of a campaign",
     "validation_logs": "the `--validate` logs' paths",
     "route": '"output error": the hydraulic route (stage 1 on the pressure forces, then output '
@@ -23,22 +24,25 @@ HYDRAULIC: dict[str, str] = {
     "`body.<link>.mass`, ...); std and 95 % interval in `parameters.csv`",
     "poorly_identified": "parameters whose relative std exceeds 20 % (an offset's: whose std "
     "exceeds its step): the logs hardly determine them",
-    "cost_initial": "stage 2's least-squares cost 1/2 |r|^2 at its start (stage 1's values)",
+    "cost_initial": "the last fit's least-squares cost 1/2 |r|^2 at its start",
     "cost_final": "the same at the estimate",
     "evaluations": "residual-and-Jacobian evaluations of the last fit",
-    "conditions": "the fit's payload: `payload_kg` and whether it was named in a sidecar or "
-    "identified (`payload_source`)",
+    "conditions": "the fit's payload where one log names it or the payload was identified: "
+    "`payload_kg`, and `payload_source` when identified (empty for a campaign whose logs all "
+    "name theirs: see `fit_logs`)",
     "payload": "the identified payload: mass, its std and 95 % interval, centre of mass and its "
     "std, which coordinates of it the logs do not determine, and how it was found",
-    "mechanics": "stage 1: method, bodies fitted, friction, the pressure-force offsets kept, and "
+    "mechanics": "stage 1: method, its fit's statistics, bodies, friction, what the prior determined, "
     "(`stage2`) whether stage 2 kept the mechanics fixed or refined the masses, with the "
     "held-out costs that chose it",
     "leakage": "internal leakage: `choice` (none / fitted), the held-out costs of both, the gain "
     "and its standard error, the parameters",
-    "valve_effects": "per effect group the file declares (`overlap`, `dynamics`: delay and spool "
-    "lag): held or fitted, with the held-out costs, gain and standard error",
-    "offsets": "the pressure transducers' offsets: none or fitted, with the held-out costs, gain "
-    "and standard error",
+    "valve_effects": "per effect group (`overlap`, `dynamics`: delay and spool lag): held or "
+    "fitted, with the held-out costs, gain and standard error (held, with no parameters, where "
+    "the file declares none)",
+    "offsets": "the pressure transducers' offsets: none or fitted in stage 2, with the held-out "
+    "costs, gain and standard error; `stage1`: the cylinders' pressure-force offsets stage 1 "
+    "kept",
     "encoder_offsets": "the encoders' offsets: none or fitted, likewise",
     "long_refit": "the refit on long segments: `choice` (yes / no), the held-out costs that "
     "chose it, the parameters it fits and holds, its segments and their pieces",

@@ -31,7 +31,8 @@ def _option_rows(sub: argparse.ArgumentParser) -> list[str]:
             value = "(a flag)"
         else:
             value = f"`{a.metavar or a.dest.upper()}`" + (" ..." if a.nargs in ("+", "*") else "")
-        default = "" if a.default in (None, False, argparse.SUPPRESS) else f"`{a.default}`"
+        hidden = a.default is None or a.default is False or a.default == argparse.SUPPRESS
+        default = "" if hidden else f"`{a.default}`"
         rows.append(
             f"| {name} | {value} | {default} | {_cell(formatter._expand_help(a) if a.help else '')} |"
         )

@@ -572,3 +572,27 @@ def test_coulomb_width_from_the_velocity_noise(fs, cutoff, measured_velocity):
         assert np.mean(predicted[c]) == pytest.approx(np.sqrt(np.mean(seen[c])), rel=0.05), c
     quiet = cw.choose_coulomb_width([Log(t, clean)], names, cutoff)
     assert quiet["coulomb_width"] == cw.FLOOR and "no noise" in quiet["note"]
+
+
+def test_identify_rigid_chooses_as_the_command_does(robot):
+    """Left out, the cutoff and the Coulomb sign's width are the command's choices from the log
+    (recorded with the rules' reports); a log whose joints do not move leaves the cutoff rule
+    nothing to measure, refused in the library's own names."""
+    from jaxmb.identification.coulomb_width import choose_coulomb_width
+    from jaxmb.identification.cutoff_choice import choose_cutoff
+
+    _, model = robot
+    log = _log(model, 0, period=2.0)
+    res = rigid.identify_rigid(model, log, method="wls")
+    cutoff = choose_cutoff([log], model.coordinate_names)["cutoff_hz"]
+    width = choose_coulomb_width([log], model.coordinate_names, cutoff)["coulomb_width"]
+    assert (res.cutoff, res.coulomb_width) == (cutoff, width)
+    assert set(res.choices) == {"cutoff", "coulomb_width"}
+    given = rigid.identify_rigid(model, log, method="wls", cutoff=5.0, coulomb_width=WIDTH)
+    assert (given.cutoff, given.coulomb_width, given.choices) == (5.0, WIDTH, {})
+    rng = np.random.default_rng(0)  # joints standing still: their encoders' noise only
+    still = Log(log.t, {k: v[0] + 1e-6 * rng.normal(size=v.shape) for k, v in log.signals.items()},
+                log.sidecar)  # fmt: skip
+    with pytest.raises(ValueError, match=r"identify_rigid: cutoff=None: no coordinate .* "
+                       r"moves above its noise .*; give cutoff=$"):  # fmt: skip
+        rigid.identify_rigid(model, still)

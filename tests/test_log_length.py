@@ -47,6 +47,15 @@ CASES = {
         r"held-out segments of 0\.5 s: a\.parquet 1501 samples over 1\.5 s, 3 segment\(s\), "
         r"b\.parquet 1901 samples over 1\.9 s, 3 segment\(s\); ",
     ),
+    "a window's": (
+        [("fit", 5.0)], [], ["--window", "0,3"],
+        r"held-out segments of 0\.5 s: fit\.parquet 3001 samples over 3 s, 6 segment\(s\); ",
+    ),
+    "a segment shorter than a sample": (
+        [("fit", 5.0)], [], ["--segment-time", "0.0004"],
+        r"--segment-time: expected at least one sample period of fit\.parquet \(0\.001 s\), "
+        r"got 0\.0004 s",
+    ),
     "a validation log": (
         [("fit", 5.0)], [("val", 0.3)], [],
         r"val\.parquet: too short to validate on: 301 samples over 0\.3 s; a validation log "

@@ -190,8 +190,10 @@ def test_from_the_logs_to_proved_gains(identified, tmp_path):
 
     out, summary = identified
     text = (DATA / "mobile_identified.toml").read_text()
-    text = text.replace('"machines/mobile_knuckle/mobile_knuckle.toml"', f'"{MACHINE}"')
-    text = text.replace('"../out/mobile/params.json"', f'"{out / "params.json"}"')
+    for shipped, here in (('"machines/mobile_knuckle/mobile_knuckle.toml"', f'"{MACHINE}"'),
+                          ('"../out/mobile/params.json"', f'"{out / "params.json"}"')):  # fmt: skip
+        assert text.count(shipped) == 1, shipped
+        text = text.replace(shipped, here)
     small = {"samples": 2, "chunk": 2, "lanes": 2, "steps": 1, "validation_samples": 2,
              "t_final": 0.3}  # fmt: skip
     for key, value in small.items():

@@ -26,8 +26,9 @@ TABLES: dict[str, dict[str, str] | None] = {
         "return_from_log": "true: the return pressure likewise, signal p_r (default false)",
     },
     "payload": {
-        "mass": "the payload's mass, kg (a log's sidecar conditions.payload_kg overrides it)",
-        "link": "the URDF link that carries it",
+        "mass": "the payload's mass, kg (required; a log's sidecar conditions.payload_kg "
+        "overrides it)",
+        "link": "the URDF link that carries it (required; a moving link, not the root)",
         "com": "its centre of mass in that link's frame, m (default [0, 0, 0])",
     },
     "cylinders": None,
@@ -45,11 +46,11 @@ TABLES: dict[str, dict[str, str] | None] = {
         "hold": "seconds at the last waypoint (default 0)",
     },
     "vdc": {
-        "lam": "VDC velocity gain: a number, or one per coordinate",
-        "k_v": "VDC gain k_v (a number)",
-        "k_0": "VDC gain k_0 (a number)",
-        "k_x": "VDC pressure-loop gain: a number, or one per cylinder",
-        "k_f": "VDC force-feedback gain: a number, or one per cylinder",
+        "lam": "VDC velocity gain: a number, or one per coordinate; > 0 (default 10)",
+        "k_v": "VDC gain k_v (a number); > 0 (default 50)",
+        "k_0": "VDC gain k_0 (a number); > 0 (default 1)",
+        "k_x": "VDC pressure-loop gain: a number, or one per cylinder; > 0 (default 3e-2)",
+        "k_f": "VDC force-feedback gain: a number, or one per cylinder; > 0 (default 1e-7)",
         "rate": "the controller's sampling rate, Hz (default 1000; zero-order hold), or "
         '"continuous" for the papers\' continuous-time loop',
     },
@@ -76,10 +77,10 @@ CYLINDER: dict[str, str] = {
     'sigma2, F_c, F_s, v_s, optional v_eps) | "viscous" (sigma) | "none" }, N, m/s, N s/m '
     "(default none)",
     "tube": "the tube as a body: { mass kg, com m from the base pin, length m, optional "
-    "axial_inertia kg m^2 } (default massless)",
+    "axial_inertia kg m^2 (default 0.01) } (default massless)",
     "piston": "the rod and piston as a body, likewise, com from the rod pin",
-    "pin_axis": "the pins' axis in the base link's frame (optional; without it, from the "
-    "geometry: jaxmb.actuators.cylinder_loops)",
+    "pin_axis": "the pins' axis in the base link's frame, for a cylinder with a tube or "
+    "piston body (optional; without it, from the geometry: jaxmb.actuators.cylinder_loops)",
     "end_stop_stiffness": "stiffness of the stroke's end stops, N/m (default 1e8)",
     "end_stop_damping": "damping of the end stops, N s/m (default 2e6)",
 }
@@ -89,8 +90,9 @@ VALVE: dict[str, str] = {
     "cylinder": "the cylinder it drives",
     "rated_flow": "flow per metering edge at the rated pressure drop and command, m^3/s (or "
     "the four edge coefficients)",
-    "rated_pressure_drop": "the pressure drop the rated flow is given at, Pa",
-    "rated_command": "the command the rated flow is given at (default command_max)",
+    "rated_pressure_drop": "the pressure drop the rated flow is given at, Pa (with rated_flow)",
+    "rated_command": "the command the rated flow is given at (with rated_flow; default "
+    "command_max)",
     "c_pa": "edge coefficient P -> A, m^3 s^-1 (command unit)^-1 Pa^-1/2 (instead of rated_flow)",
     "c_an": "edge coefficient A -> T, likewise",
     "c_pb": "edge coefficient P -> B, likewise",
