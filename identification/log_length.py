@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from jaxmb.identification.mechanics import edge_samples
 from jaxmb.identification.model_choice import HELD_OUT
 from jaxmb.io.logs import Log
 
@@ -53,7 +54,7 @@ def check_fit_lengths(
     for name, whole in logs.items():
         log = whole if window is None else whole.window(*window)
         fs = _rate(log)
-        edge = int(np.ceil(1.5 / cutoff * fs))  # as `mechanics.pressure_samples` drops them
+        edge = edge_samples(cutoff, fs)  # as `mechanics.pressure_samples` drops them
         L = _segment_samples(log, segment_time)
         if L < 1:
             raise ValueError(

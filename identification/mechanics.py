@@ -70,6 +70,7 @@ __all__ = [
     "PRIOR_WEIGHT",
     "PressureSamples",
     "pressure_samples",
+    "edge_samples",
     "MechanicsEstimate",
     "identify_mechanics",
     "with_bodies",
@@ -101,6 +102,12 @@ class PressureSamples:
     stride: int
 
 
+def edge_samples(cutoff: float, fs: float) -> int:
+    """Samples dropped at each end of a log sampled at ``fs`` Hz: ``1.5 / cutoff`` s, where the
+    zero-phase low-pass at ``cutoff`` Hz is least accurate."""
+    return int(np.ceil(1.5 / cutoff * fs))
+
+
 def pressure_samples(
     plant: HydraulicPlant, log: Log, *, cutoff: float = CUTOFF, stride: int = 10
 ) -> PressureSamples:
@@ -109,7 +116,7 @@ def pressure_samples(
     names = plant.model.coordinate_names
     est = estimate_derivatives(log, names, cutoff=cutoff)
     fs = 1.0 / float(np.median(np.diff(log.t)))
-    edge = int(np.ceil(1.5 / cutoff * fs))
+    edge = edge_samples(cutoff, fs)
     keep = np.arange(edge, log.n - edge, stride)
     # the friction laws are nonlinear in the piston velocity: they are evaluated on a velocity
     # that keeps the motion's detail (4 x cutoff) and then filtered like everything else

@@ -38,7 +38,7 @@ ROWS = {
     ),
     ("simulate", "--dt-save"): (
         ["--dt-save", "0"],
-        r"--dt-save: expected 0 < dt <= 20 s \(--t-final\), got 0",
+        r"--dt-save: expected 0 < dt <= 20 s \(the run.s duration\), got 0",
     ),
     ("simulate", "--commands"): (
         ["--commands", "c.csv"],

@@ -29,6 +29,15 @@ def _gain(text: str, name: str) -> list[float]:
     return np.broadcast_to(vals, (3,)).tolist()
 
 
+def _check_dt_save(dt_save: float, t_final: float) -> None:
+    """Refuse a ``--dt-save`` outside ``(0, t_final]``, naming the value given."""
+    if not 0 < dt_save <= t_final:
+        raise SystemExit(
+            f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s (the run's duration), "
+            f"got {dt_save}"
+        )
+
+
 def rpr3_flexible_cmd(args: argparse.Namespace) -> int:
     """``jaxmb simulate --machine rpr3-flexible``: Ider et al. (2019) Section 6."""
     from pathlib import Path
@@ -204,8 +213,7 @@ def _table_replay(args: argparse.Namespace, machine, plant, out) -> int:
         )
     except ValueError as err:
         raise SystemExit(f"jaxmb simulate: --commands: {err}") from None
-    if not 0 < args.dt_save <= t_final:
-        raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    _check_dt_save(args.dt_save, t_final)
     notes = {}
     if args.clip_commands:
         notes["commands_clipped"] = clipped
@@ -242,8 +250,7 @@ def _machine_vdc(args: argparse.Namespace, machine, plant, out) -> int:
     except ValueError as err:
         raise SystemExit(f"jaxmb simulate: gains file {args.gains}: {err}") from None
     t_final = machine.task.t_final if args.t_final is None else args.t_final
-    if not 0 < args.dt_save <= t_final:
-        raise SystemExit(f"jaxmb simulate: --dt-save: expected 0 < dt <= {t_final:g} s")
+    _check_dt_save(args.dt_save, t_final)
     try:
         refuse_off_samples(machine, save_times(t_final, args.dt_save),
                            f"--dt-save {args.dt_save:g} s over --t-final {t_final:g} s")  # fmt: skip
@@ -301,11 +308,7 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"jaxmb simulate: --t-final: expected a duration > 0 s, got {args.t_final}"
         )
-    if not 0 < args.dt_save <= args.t_final:
-        raise SystemExit(
-            f"jaxmb simulate: --dt-save: expected 0 < dt <= {args.t_final:g} s (--t-final), "
-            f"got {args.dt_save}"
-        )
+    _check_dt_save(args.dt_save, args.t_final)
     gains = {k: _gain(getattr(args, k), k) for k in ("Lambda", "K", "kappa", "eps")}
     if args.gains is not None:
         from jaxmb.control.study_config import read_gains
