@@ -564,7 +564,9 @@ def _write_fit(
             f"{long_report['pieces_per_segment']} pieces (long_refit, shooting)"
             if long_report["choice"] == "yes"
             else ""
-        ),
+        )
+        + "; covariance: Newey & West's sandwich for residuals correlated in time, Bartlett "
+        f"bandwidth {res.bandwidth} residual samples (identification.newey_west)",
         "method_key": "output_error",
         "machine_file": str(machine.path),
         "condition_number": float(s[0] / s[-1]),

@@ -52,7 +52,9 @@ What is implemented, and what is not:
   ``nominal + SENSOR_STEP * theta``, an encoder's ``nominal + ENCODER_STEP * theta``.
 - Solver: `scipy.optimize.least_squares` (trust-region reflective, box bounds on theta) with
   the Jacobian from `jax.jacfwd`; the result carries the cost history, the residuals and the
-  Jacobian at the optimum, and the covariance ``sigma^2 (J^T J)^{-1}`` of theta.
+  Jacobian at the optimum, and the covariance of theta: Newey & West's sandwich around
+  ``(J^T J)^{-1}``, which counts residuals correlated in time (an encoder's quantisation, a
+  replay's slow drift) as the fewer independent samples they are (`newey_west`).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ from jaxmb.actuators.parameters import (
 )
 from jaxmb.actuators.plant import HydraulicPlant
 from jaxmb.compile_cache import strong_types
-from jaxmb.identification import fit_progress
+from jaxmb.identification import fit_progress, newey_west
 from jaxmb.identification.least_squares import model_decrease
 from jaxmb.multibody.checks import as_real_array, check_number, check_type
 from jaxmb.saved_programs import saved
@@ -739,8 +741,9 @@ class OutputErrorResult(eqx.Module):
         cost_history: (E,) the cost at every residual evaluation, in order.
         residuals: (N,) at the optimum; jacobian: (N, P) at the optimum.
         sigma2: residual variance ``|r|^2 / (N_eff - P)``.
-        covariance: (P, P) ``sigma^2 (J^T J)^+`` of theta, on the directions the residuals
-            see (`theta_covariance`).
+        covariance: (P, P) of theta, on the directions the residuals see: Newey & West's
+            sandwich for residuals correlated in time (`theta_covariance`).
+        bandwidth: its Bartlett bandwidth (residual samples; 0: the residuals taken white).
         n_evaluations, wall_time (s), success, message: of the solver.
     """
 
@@ -760,6 +763,7 @@ class OutputErrorResult(eqx.Module):
     wall_time: float
     success: bool
     message: str
+    bandwidth: int = 0
 
 
 def fit(
@@ -784,9 +788,9 @@ def fit(
     of `residuals_and_jacobian`, evaluated once per trial point (residual and Jacobian
     together, cached), stopped by scipy's ``ftol`` and ``xtol`` or once the linear model at
     an accepted point lets no step lower the cost by ``ftol`` of it
-    (`least_squares.model_decrease`). Uncertainty (first order, `theta_covariance`):
-    ``cov(theta) = sigma^2 (J^T J)^{-1}``, ``sigma^2 = |r|^2 / (N - P)`` over the N weighted
-    residuals, and
+    (`least_squares.model_decrease`). Uncertainty (first order, `theta_covariance`): the
+    sandwich ``(J^T J)^{-1} M (J^T J)^{-1}`` with ``M`` the scores' long-run covariance
+    within each segment (``sigma^2 J^T J`` for white residuals), and
     ``std(value) = value * std(theta)`` (``additive_step * std(theta)`` for an additive one,
     `value_std`), infinite for a parameter the residuals do not see.
 
@@ -868,7 +872,7 @@ def fit(
     r, J = evaluate(sol.x)
     message = "the linear model's decrease below `ftol`" if stopped else str(sol.message)
     return fit_result(
-        sol.x, plant, spec, r, J, segments.n_residuals, history,
+        sol.x, plant, spec, r, J, segments.n_residuals, history, segments.targets.shape[:2],
         n_evaluations=int(sol.nfev), wall_time=wall, success=bool(sol.success or stopped),
         message=message,
     )  # fmt: skip
@@ -882,12 +886,13 @@ def fit_result(
     J: Float[np.ndarray, "N P"],
     n_residuals: int,
     history: list[float],
+    series: tuple[int, int] | None = None,
     **solver,
 ) -> OutputErrorResult:
     """The `OutputErrorResult` of a fit that ended at ``theta`` with residuals ``r`` and
-    Jacobian ``J`` there (`theta_covariance`); ``solver``: its n_evaluations, wall_time,
-    success and message."""
-    sigma2, cov, undetermined = theta_covariance(J, r, n_residuals)
+    Jacobian ``J`` there (`theta_covariance`, the residuals ordered as ``series`` of time
+    samples: its sandwich); ``solver``: its n_evaluations, wall_time, success and message."""
+    sigma2, cov, undetermined, L = theta_covariance(J, r, n_residuals, series)
     vals = parameter_values(jnp.asarray(theta), plant, spec)
     sd = np.where(undetermined, np.inf, np.sqrt(np.clip(np.diag(cov), 0.0, None)))
     return OutputErrorResult(
@@ -903,6 +908,7 @@ def fit_result(
         jacobian=J,
         sigma2=sigma2,
         covariance=cov,
+        bandwidth=L,
         **solver,
     )
 
@@ -911,11 +917,19 @@ _NULL_RTOL = 1e-12  # an eigenvalue below this share of the largest: a null dire
 
 
 def theta_covariance(
-    J: Float[np.ndarray, "N P"], r: Float[np.ndarray, " N"], n_residuals: int
-) -> tuple[float, Float[np.ndarray, "P P"], np.ndarray]:
-    """``(sigma^2, cov, undetermined)`` of a least-squares fit with Jacobian ``J`` and
-    residuals ``r`` (first order): ``sigma^2 = |r|^2 / (N - P)`` over the ``n_residuals``
-    residuals that count, ``cov = sigma^2 (J^T J)^+`` on the directions the residuals see.
+    J: Float[np.ndarray, "N P"],
+    r: Float[np.ndarray, " N"],
+    n_residuals: int,
+    series: tuple[int, int] | None = None,
+) -> tuple[float, Float[np.ndarray, "P P"], np.ndarray, int]:
+    """``(sigma^2, cov, undetermined, bandwidth)`` of a least-squares fit with Jacobian ``J``
+    and residuals ``r`` (first order): ``sigma^2 = |r|^2 / (N - P)`` over the ``n_residuals``
+    residuals that count, and ``cov = sigma^2 (J^T J)^+`` on the directions the residuals
+    see where they are white (``series`` None). Residuals ordered (series, sample, signal),
+    ``series = (G, S)`` (G independent runs of S samples: segments, or chains of pieces),
+    may be correlated in time: ``cov`` is then Newey & West's sandwich ``(J^T J)^+ M (J^T
+    J)^+`` (`newey_west`; the same degrees-of-freedom factor ``N / (N - P)``), its
+    ``bandwidth`` (samples) chosen from the scores; 0 for white residuals.
 
     A direction of theta that leaves every residual unchanged (an eigenvalue of ``J^T J``,
     its columns scaled to unit norm, below `_NULL_RTOL` of the largest: a parameter the log
@@ -923,6 +937,7 @@ def theta_covariance(
     would give it 0, i.e. known exactly. ``undetermined`` (P,) marks each parameter with a
     share of such a direction (its std is infinite); ``cov`` holds the determined part."""
     J = np.asarray(J, float)
+    r = np.asarray(r, float)
     P = J.shape[1]
     sigma2 = float(r @ r) / max(n_residuals - P, 1)
     norm = np.linalg.norm(J, axis=0)
@@ -931,9 +946,19 @@ def theta_covariance(
     w, V = np.linalg.eigh(Jn.T @ Jn)
     null = w <= _NULL_RTOL * max(float(w[-1]), np.finfo(float).tiny)
     inv = np.where(null, 0.0, 1.0 / np.where(null, 1.0, w))
-    cov = sigma2 * ((V * inv) @ V.T) / np.outer(norm, norm)
+    bread = (V * inv) @ V.T
+    L = 0
+    if series is None:
+        cov_n = sigma2 * bread
+    else:
+        s = newey_west.scores(Jn, r, series)
+        L = newey_west.bandwidth(s)
+        dof = n_residuals / max(n_residuals - P, 1)
+        cov_n = dof * bread @ newey_west.long_run_covariance(s, L) @ bread
+        cov_n = 0.5 * (cov_n + cov_n.T)
+    cov = cov_n / np.outer(norm, norm)
     undetermined = np.any(np.abs(V[:, null]) > 1e-6, axis=1)
-    return sigma2, cov, undetermined
+    return sigma2, cov, undetermined, L
 
 
 def residual_scales(res: OutputErrorResult, segments: Segments) -> Float[np.ndarray, " c"]:

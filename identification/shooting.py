@@ -273,8 +273,9 @@ def fit_chains(
 
     Returns the fit (residuals and covariance condensed: the long segments' own where the
     chains are closed; its Jacobian in theta with the start states' directions projected
-    out, so that ``sigma^2 (J^T J)^{-1}`` is theta's marginal covariance with the start
-    states unknown) and the pieces at their final start states."""
+    out, so that its covariance is theta's marginal with the start states unknown; the
+    chains as the series of `output_error.theta_covariance`'s sandwich) and the pieces at
+    their final start states."""
     check_type(plant, HydraulicPlant, "fit_chains: plant")
     check_type(pieces, oe.Segments, "fit_chains: pieces (see make_segments)")
     check_number(m, "fit_chains: m (pieces per chain)", integer=True, at_least=1)
@@ -380,7 +381,7 @@ def fit_chains(
         J_theta = J_theta - Js @ np.linalg.lstsq(Js, J_theta, rcond=None)[0]
     result = oe.fit_result(
         theta, plant, spec, r, J_theta, pieces.n_residuals - int(seen[P:].sum()), history,
-        n_evaluations=len(history), wall_time=time.perf_counter() - t0, success=success,
-        message=message,
+        (K // m, m * pieces.targets.shape[1]), n_evaluations=len(history),
+        wall_time=time.perf_counter() - t0, success=success, message=message,
     )  # fmt: skip
     return result, segs

@@ -13,7 +13,8 @@ HYDRAULIC: dict[str, str] = {
     "validation_logs": "the `--validate` logs' paths",
     "route": '"output error": the hydraulic route (stage 1 on the pressure forces, then output '
     "error through the simulation)",
-    "method": "how stage 2 fitted, in words: solver, step, Jacobian, segments, start states, weights",
+    "method": "how stage 2 fitted, in words: solver, step, Jacobian, segments, start states, "
+    "weights, and how its covariance counts residuals correlated in time",
     "method_key": "the method's short name",
     "machine_file": "the machine file's path",
     "condition_number": "condition number of stage 2's Jacobian, its columns scaled to unit "

@@ -83,7 +83,7 @@ def render() -> str:
         "|---|---|",
         *(f"| `{k}` | {_cell(v)} |" for k, v in HYDRAULIC.items()),
         "",
-        "[Back to the README](../README.md)",
+        "[Back to the documentation's home](index.md)",
         "",
     ]
     return "\n".join(lines)

@@ -203,7 +203,7 @@ def test_a_parameter_the_residuals_do_not_see_has_an_infinite_std():
     a, b, c = 3.0 * Q[:, 0], 1e-7 * Q[:, 1], Q[:, 2]
     J = np.stack([a, np.zeros(N), b, c, c], axis=1)  # P = 5: columns 1 and (3, 4) unseen
     r = rng.normal(0.0, 0.1, N)
-    sigma2, cov, undetermined = theta_covariance(J, r, N)
+    sigma2, cov, undetermined, _ = theta_covariance(J, r, N)
     assert sigma2 == pytest.approx(float(r @ r) / (N - 5), rel=1e-12)
     np.testing.assert_array_equal(undetermined, [False, True, False, True, True])
     np.testing.assert_allclose(np.diag(cov)[[0, 2]], sigma2 / np.array([9.0, 1e-14]), rtol=1e-10)
