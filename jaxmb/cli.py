@@ -155,13 +155,16 @@ def setup_devices(args: argparse.Namespace) -> None:
             ) from None
 
 
-def add_device_options(p: argparse.ArgumentParser) -> None:
+def add_device_options(p: argparse.ArgumentParser, *, hosts: bool = True) -> None:
+    """``--cpu-devices``, and with ``hosts`` the options that join a multi-process run."""
     p.add_argument(
         "--cpu-devices",
         type=int,
         default=None,
         help="split the CPU into this many XLA devices (default: one per core)",
     )
+    if not hosts:
+        return
     p.add_argument(
         "--distributed",
         action="store_true",

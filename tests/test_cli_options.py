@@ -199,19 +199,6 @@ ROWS = {
         [STUDY, "--cpu-devices", "0"],
         r"tune: --cpu-devices: expected an integer >= 1, got 0",
     ),
-    ("tune", "--coordinator"): (
-        [STUDY, "--coordinator", "localhost:1234", "--process-id", "0"],
-        r"--coordinator needs --num-processes and --process-id",
-    ),
-    ("tune", "--num-processes"): (
-        [STUDY, "--coordinator", "localhost:1234", "--num-processes", "0", "--process-id", "0"],
-        r"tune: --num-processes: expected an integer >= 1, got 0",
-    ),
-    ("tune", "--process-id"): (
-        [STUDY, "--process-id", "0"],
-        r"--num-processes, --process-id: only with --coordinator",
-    ),
-    ("tune", "--distributed"): ([STUDY, "--distributed"], r"--distributed: could not join"),
 }
 
 

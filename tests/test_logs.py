@@ -160,6 +160,17 @@ def test_units_are_converted_once_and_recorded(tmp_path, ext, crane_schema):
     for k in log.names:
         assert np.array_equal(again[k], log[k]), k
     assert again.meta == log.meta
+    # nor does a machine file's [log] unit for a column the sidecar records as converted
+    file_units = {"p_a_lift": "bar", "q1": "deg"}
+    again = read_log(tmp_path / f"conv2.{ext}", crane_schema, units=file_units)
+    for k in log.names:
+        assert np.array_equal(again[k], log[k]), k
+    # while a column not converted before takes the file's unit
+    fresh = write_log(
+        tmp_path / f"raw.{ext}", t, raw, meta={"units": {"q1": "deg", "x_tilt": "mm"}}
+    )
+    once = read_log(fresh, crane_schema, units={"p_a_lift": "bar"})
+    np.testing.assert_array_equal(once["p_a_lift"], raw["p_a_lift"] * 1e5)
 
 
 def test_reads_a_csv_written_by_other_tools(tmp_path, arm_schema):

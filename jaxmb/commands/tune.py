@@ -63,5 +63,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_device_options(p)
+    # one host: the tuning's samples are solved one after another, and only its validation
+    # studies would shard over hosts (a study across hosts: `jaxmb montecarlo --distributed`)
+    add_device_options(p, hosts=False)
     p.set_defaults(func=tune_cmd)

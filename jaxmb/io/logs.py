@@ -531,7 +531,10 @@ def _rename(cols: dict, meta: dict, columns: dict, units: dict) -> tuple[dict, d
             )
     cols = {raw_to_signal.get(k, k): v for k, v in cols.items()}
     declared = {raw_to_signal.get(k, k): u for k, u in meta.get("units", {}).items()}
-    merged = {k: u for k, u in units.items() if k in cols}
+    # a column the sidecar records as converted is SI already (a log read and written back):
+    # the machine file's unit for it would convert it a second time
+    done = {raw_to_signal.get(k, k) for k in meta.get("converted_units", {})}
+    merged = {k: u for k, u in units.items() if k in cols and k not in done}
     merged.update(declared)
     meta = dict(meta)
     if merged:
@@ -608,8 +611,8 @@ def read_log(
         cols = _read_table(path)
         if "t" not in cols:
             raise LogError(
-                f"no 't' column (time, s); columns are {list(cols)}. The first column of a log "
-                "must be named 't'"
+                f"no 't' column (time, s); columns are {list(cols)}. A log needs its time "
+                "stamps in a column named 't' (seconds, or a sidecar unit 'ms')"
             )
         meta = _read_sidecar(path)
         if columns or units:
