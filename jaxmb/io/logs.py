@@ -4,27 +4,8 @@ Log format
 ==========
 A log is a table, CSV with one header row (``run1.csv``) or Parquet (``run1.parquet``), chosen by
 the file extension. It holds a time column ``t`` (s), strictly increasing, and one column per
-signal, in SI units, named after the model's coordinates and actuators:
-
-======================  =========================================  ===========================
-column                  meaning                                    unit
-======================  =========================================  ===========================
-``t``                   time                                       s
-``<c>``                 position of coordinate ``<c>``             rad (revolute), m (prismatic)
-``qd_<c>``              its velocity                               rad/s or m/s
-``qdd_<c>``             its acceleration                           rad/s^2 or m/s^2
-``tau_<c>``             generalized force on ``<c>`` (for a        N m or N
-                        `HydraulicPlant`: a direct-drive command)
-``tau_motor_<c>``       motor-side drive torque (geared electric   N m (motor side)
-                        robots)
-``i_<c>``               motor current                              A
-``p_a_<a>, p_b_<a>``    chamber pressures of hydraulic actuator    Pa
-                        ``<a>`` (piston side, rod side)
-``x_<a>``               piston position                            m
-``u_<a>``               valve command                              V
-``f_<a>``               piston force (optional)                    N
-``xd_<a>``              piston velocity (optional)                 m/s
-======================  =========================================  ===========================
+signal, in SI units, named after the model's coordinates and actuators: every column, with its
+unit and meaning, is in `COLUMNS` (``docs/reference.md`` lists it, generated from it).
 
 Coordinate names are ``model.coordinate_names`` (``q1``, ``phi``, ``joint3``); actuator names are
 those of a `jaxmb.actuators.plant.HydraulicPlant` (``lift``, ``tilt``). `schema_for` lists the columns a
@@ -77,7 +58,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import numpy as np
@@ -91,6 +72,8 @@ __all__ = [
     "KINDS",
     "UNITS",
     "LogError",
+    "Column",
+    "COLUMNS",
     "Log",
     "LogSchema",
     "schema_for",
@@ -148,6 +131,41 @@ UNITS: dict[str, tuple[str, float]] = {
     "V": ("voltage", 1.0),
     "A": ("current", 1.0),
 }
+
+
+class Column(NamedTuple):
+    """One kind of log column (`COLUMNS`): its name with ``{c}`` a coordinate's or ``{a}`` an
+    actuator's name, whose names it takes (``per``: "coordinate", "motor" (a coordinate a
+    motor drives: every one of a robot, a plant's direct-drive ones), "actuator" or
+    "machine": once), its kind for a revolute and a prismatic coordinate (`KINDS`), and what
+    it holds."""
+
+    name: str
+    per: str
+    kinds: tuple[str, str]
+    meaning: str
+
+
+# every column a log may hold (`schema_for` builds a model's from it; docs/reference.md lists it)
+COLUMNS: tuple[Column, ...] = (
+    Column("{c}", "coordinate", ("angle", "length"), "position of coordinate `<c>` (its encoder's reading)"),
+    Column("qd_{c}", "coordinate", ("angular_velocity", "linear_velocity"), "its velocity"),
+    Column("qdd_{c}", "coordinate", ("angular_acceleration", "linear_acceleration"), "its acceleration"),
+    Column("tau_{c}", "coordinate", ("torque", "force"), "joint-side generalized force on `<c>` "
+           "(a hydraulic machine: a direct-drive joint's command)"),
+    Column("tau_motor_{c}", "motor", ("motor_torque",) * 2, "motor-side drive torque (a geared "
+           "electric joint; with the gear ratio)"),
+    Column("i_{c}", "motor", ("current",) * 2, "motor current (with the torque constant)"),
+    Column("p_a_{a}", "actuator", ("pressure",) * 2, "cylinder `<a>`'s piston-side chamber pressure"),
+    Column("p_b_{a}", "actuator", ("pressure",) * 2, "its rod-side chamber pressure"),
+    Column("x_{a}", "actuator", ("length",) * 2, "its piston position"),
+    Column("u_{a}", "actuator", ("voltage",) * 2, "its valve's command"),
+    Column("f_{a}", "actuator", ("force",) * 2, "its piston force"),
+    Column("xd_{a}", "actuator", ("linear_velocity",) * 2, "its piston velocity"),
+    Column("p_s", "machine", ("pressure",) * 2, "the supply pressure, where logged (a "
+           "load-sensing pump: the machine file's `supply_from_log`)"),
+    Column("p_r", "machine", ("pressure",) * 2, "the return pressure, where logged"),
+)  # fmt: skip
 
 # magnitude heuristics (module docstring): kind -> (test, what it looks like, threshold text)
 _DEG_LIMIT = 4 * math.pi  # rad: two turns
@@ -378,31 +396,19 @@ def schema_for(
                 f"schema_for: joint_types[{c!r}]: expected 'revolute' or 'prismatic', got {jt!r}"
             )
         types[c] = jt
-    cols: list[tuple[str, str]] = []
-    for c in model.coordinate_names:
-        rev = types[c] == "revolute"
-        cols += [
-            (c, "angle" if rev else "length"),
-            (f"qd_{c}", "angular_velocity" if rev else "linear_velocity"),
-            (f"qdd_{c}", "angular_acceleration" if rev else "linear_acceleration"),
-            (f"tau_{c}", "torque" if rev else "force"),
-        ]
+    actuators = () if plant is None else plant.actuator_names
     motor = model.coordinate_names if plant is None else plant.direct
-    for c in motor:
-        cols += [(f"tau_motor_{c}", "motor_torque"), (f"i_{c}", "current")]
-    actuators: tuple[str, ...] = ()
-    if plant is not None:
-        actuators = plant.actuator_names
-        for a in actuators:
-            cols += [
-                (f"p_a_{a}", "pressure"),
-                (f"p_b_{a}", "pressure"),
-                (f"x_{a}", "length"),
-                (f"u_{a}", "voltage"),
-                (f"f_{a}", "force"),
-                (f"xd_{a}", "linear_velocity"),
-            ]
-        cols += [("p_s", "pressure"), ("p_r", "pressure")]  # the supply, where logged
+    cols: list[tuple[str, str]] = []
+    for per, names in (
+        ("coordinate", model.coordinate_names),
+        ("motor", motor),
+        ("actuator", actuators),
+        ("machine", ("",) if plant is not None else ()),
+    ):
+        for x in names:  # each name's columns together, in `COLUMNS`' order
+            for col in (col for col in COLUMNS if col.per == per):
+                kind = col.kinds[types.get(x, "revolute") != "revolute"]
+                cols.append((col.name.format(c=x, a=x), kind))
     cols += list((extra or {}).items())
     return LogSchema(
         columns=tuple(cols), coordinates=tuple(model.coordinate_names), actuators=actuators
