@@ -1,10 +1,10 @@
-"""What each key of `jaxmb identify`'s ``summary.json`` means on the hydraulic route: the table
+"""What each key of `jaxmb identify`'s ``summary.json`` means on each route: the tables
 the reference (``docs/reference.md``, `scripts/make_reference.py`) is generated from, and the
 end-to-end tests hold every written summary to it, so that the two cannot drift. Units are SI
 in ``summary.json`` (rad, m, Pa, kg); ``validation.csv`` and the printed report show degrees,
 millimetres and bar."""
 
-__all__ = ["HYDRAULIC"]
+__all__ = ["HYDRAULIC", "RIGID"]
 
 HYDRAULIC: dict[str, str] = {
     "model": "the machine: the name given to `--model` (a built-in one), or its file's "
@@ -75,5 +75,52 @@ HYDRAULIC: dict[str, str] = {
     "plots": "the figures written: fits, validation replays and their residuals",
     "params_file": '"params.json": the identified parameters, which `simulate`, `montecarlo` '
     "and `tune` take (`--params`, a study's `params`)",
+    "time_s": "the command's wall time, s",
+}
+
+RIGID: dict[str, str] = {
+    "model": "the robot: the name given to `--model` (a built-in one), or its URDF's path",
+    "log": "the fit log's path, or the fit logs' paths",
+    "validation_logs": "the `--validate` logs' paths",
+    "route": '"regressor": the rigid route (inverse dynamics linear in the parameters, on '
+    "low-passed positions and their derivatives)",
+    "method": "how it fitted, in words",
+    "method_key": "`consistent` (the default: base parameters by WLS, then a physically "
+    "consistent fit), `wls` or `ols` (`--method`)",
+    "known_forces": "generalized forces the model carries as known (a built-in robot's "
+    "counterbalance), not fitted",
+    "cutoff_hz": "the low-pass cutoff, Hz, given or chosen",
+    "cutoff_choice": "how the cutoff was chosen from the fit logs' motion: each joint's "
+    "velocity bandwidth and the rule (null where `--cutoff` was given)",
+    "coulomb_width_choice": "how the Coulomb sign's width was chosen: each joint's filtered "
+    "velocity noise and the rule (null where `--coulomb-width` was given)",
+    "settings": "each setting with its value and whether it was given, chosen from the data or "
+    "a default, and why",
+    "condition_number": "condition number of the base regressor, its columns scaled to unit norm",
+    "n_base_parameters": "the number of base parameters (the combinations the motion determines)",
+    "n_standard_parameters": "the number of standard parameters (10 per body and each joint's "
+    "terms)",
+    "unidentifiable": "standard parameters that no base parameter contains: the motion does not "
+    "determine them",
+    "weak_directions": "combinations of base parameters the motion hardly excites",
+    "physically_consistent": "per body, whether its identified inertia is physically consistent "
+    "(positive mass, inertia satisfying the triangle inequalities)",
+    "samples": "filtered samples the fit used",
+    "sampling": "per log: its sample interval, the jitter and gaps found and what was done "
+    "(`--resample`)",
+    "fit_rmse": "each joint's torque RMSE on the fit logs (N m or N)",
+    "fit_rmse_per_log": "the same per fit log",
+    "wls_sigma_per_log": "per fit log, each joint's noise level: the weights of the fit",
+    "payloads": "per fit log, the known payload it carried (mass, centre, frame)",
+    "validation_rmse": "per validation log, each joint's torque RMSE on the samples "
+    "`validation_edge_s` in from each end",
+    "validation_fit_percent": "per validation log, each joint's NRMSE fit % (MATLAB's `compare`)",
+    "validation_rmse_every_sample": "per validation log, the RMSE on every sample",
+    "validation_edge_s": "the edge the filter spoils at each end, s (3 / cutoff)",
+    "plots": "the figures written: the fit and each validation log, measured and predicted",
+    "urdf": "`identified.urdf`: the file written and the known forces it cannot hold "
+    "(`not_in_file`), or why none was written",
+    "params_file": '"params.json": the identified bodies and joint terms, which `simulate '
+    "--params` takes",
     "time_s": "the command's wall time, s",
 }

@@ -42,7 +42,7 @@ def _option_rows(sub: argparse.ArgumentParser) -> list[str]:
 def render() -> str:
     """The page's text."""
     from jaxmb.cli import build_parser
-    from jaxmb.identification.summary_keys import HYDRAULIC
+    from jaxmb.identification.summary_keys import HYDRAULIC, RIGID
     from jaxmb.io.logs import COLUMNS, KINDS, UNITS
     from jaxmb.io.machine_keys import CYLINDER, TABLES, VALVE
 
@@ -108,6 +108,12 @@ def render() -> str:
         "| key | meaning |",
         "|---|---|",
         *(f"| `{k}` | {_cell(v)} |" for k, v in HYDRAULIC.items()),
+        "",
+        "## `summary.json` of `jaxmb identify` on a robot (the rigid route)",
+        "",
+        "| key | meaning |",
+        "|---|---|",
+        *(f"| `{k}` | {_cell(v)} |" for k, v in RIGID.items()),
         "",
         "[Back to the documentation's home](index.md)",
         "",

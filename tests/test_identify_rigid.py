@@ -154,6 +154,9 @@ def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
     assert err.count("ignored") == 1
     assert "--gear-ratios joint1: ignored; the log gives joint1 by tau_joint1 (in train.csv)" in err
     summary = json.loads((out / "summary.json").read_text())
+    from jaxmb.identification.summary_keys import RIGID
+
+    assert set(summary) == set(RIGID)  # each key explained in docs/reference.md
     assert summary["method_key"] == "consistent" and summary["condition_number"] > 1
     assert set(summary["fit_rmse"]) == {"tau_joint1", "tau_joint2", "tau_joint3"}
     assert set(summary["validation_rmse"]) == {"val"}

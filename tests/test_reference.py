@@ -9,7 +9,7 @@ import importlib.util
 from pathlib import Path
 
 from jaxmb.cli import build_parser
-from jaxmb.identification.summary_keys import HYDRAULIC
+from jaxmb.identification.summary_keys import HYDRAULIC, RIGID
 from jaxmb.io.machine_keys import CYLINDER, TABLES, VALVE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,5 +45,5 @@ def test_every_option_and_summary_key_is_on_it():
         for key, meaning in (keys or {}).items():
             assert len(meaning) > 5, (table, key)
         assert keys is None or f"### `[{table}]`" in page, table
-    for key, meaning in HYDRAULIC.items():
+    for key, meaning in (*HYDRAULIC.items(), *RIGID.items()):
         assert len(meaning) > 10 and f"| `{key}` |" in page, key
