@@ -13,7 +13,8 @@ and 0.3 a second apart, the pressures' below 0.05). The sandwich
 
 counts them by how much they correlate: ``s_gt`` is the score (the cost's gradient) of the
 residuals of series ``g`` (a segment, or a chain of pieces) at time ``t``, over every signal
-``c``; series are independent (each starts from its own state). With Bartlett's weights
+``c``; series are taken as independent (each starts from its own state; consecutive segments
+of one log do share the error of the samples at their boundary, which this leaves out). With Bartlett's weights
 ``w(l) = 1 - |l| / (L + 1)`` (Newey & West 1987, eq. 2) ``M`` is positive semi-definite, and
 ``M = sum_g sum_u S_gu S_gu^T / (L + 1)`` with ``S_gu`` the sum of ``L + 1`` consecutive
 scores (zero beyond the series' ends): the cost is the series' length, not its square.
@@ -50,9 +51,10 @@ def scores(
 
 def bandwidth(s: Float[np.ndarray, "G S P"]) -> int:
     """Bartlett's bandwidth for the scores ``s`` by Andrews' AR(1) plug-in (module docstring):
-    ``L = 1.1447 (alpha S)^(1/3)`` from each score's lag-one coefficient ``rho_a`` and
-    innovation variance ``v_a``, ``alpha = sum 4 rho^2 v^2 / ((1 - rho)^6 (1 + rho)^2) /
-    sum v^2 / (1 - rho)^4``; rounded up, within ``0 .. S - 1``."""
+    his kernel scale ``S_T = 1.1447 (alpha S)^(1/3)`` from each score's lag-one coefficient
+    ``rho_a`` and innovation variance ``v_a``, ``alpha = sum 4 rho^2 v^2 / ((1 - rho)^6 (1 +
+    rho)^2) / sum v^2 / (1 - rho)^4``. His weights ``1 - |l| / S_T`` are ours with ``L + 1 =
+    S_T``: ``L = ceil(S_T) - 1``, within ``0 .. S - 1``."""
     G, S, _ = s.shape
     if S < 3:
         return 0
@@ -67,7 +69,7 @@ def bandwidth(s: Float[np.ndarray, "G S P"]) -> int:
     den = np.sum(v**2 / (1 - rho) ** 4)
     if not den > 0:
         return 0
-    return int(min(np.ceil(1.1447 * (num / den * S) ** (1 / 3)), S - 1))
+    return int(min(max(np.ceil(1.1447 * (num / den * S) ** (1 / 3)) - 1, 0), S - 1))
 
 
 def long_run_covariance(s: Float[np.ndarray, "G S P"], L: int) -> Float[np.ndarray, "P P"]:

@@ -1,8 +1,8 @@
 r"""Stage 2's covariance with stage 1's uncertainty carried into it (a two-step estimator).
 
 Stage 2 (output error) fits theta with stage 1's bodies held at their estimate ``p1``
-(`mechanics.identify_mechanics`), so its own covariance ``sigma^2 (J2^T J2)^{-1}`` is theta's
-spread *given* those bodies. To first order a change ``dp1`` of the held bodies moves the
+(`mechanics.identify_mechanics`), so its own covariance (`output_error.theta_covariance`) is
+theta's spread *given* those bodies. To first order a change ``dp1`` of the held bodies moves the
 estimate by ``G dp1``, ``G = -(J2^T J2)^{-1} J2^T J1`` with ``J1`` the residuals' Jacobian in
 the held parameters. Taking stage 1's errors as independent of stage 2's residuals (both read
 the same pressures, stage 1 low-passed: Murphy & Topel's cross term is left out),

@@ -78,15 +78,16 @@ def render() -> str:
         lines += [f"### `[{table}]`", "", "| key | meaning |", "|---|---|"]
         lines += [f"| `{k}` | {_cell(v)} |" for k, v in keys.items()] + [""]
     per = {"coordinate": "each coordinate `<c>`", "motor": "each motor-driven coordinate `<c>`",
-           "actuator": "each cylinder `<a>`", "machine": "once"}  # fmt: skip
+           "actuator": "each cylinder `<a>`", "machine": "once, a hydraulic machine"}  # fmt: skip
     lines += [
         "## Log columns",
         "",
         "A log (`jaxmb.io.logs`: CSV or Parquet, a JSON sidecar of the same stem) holds `t` (s,",
         "strictly increasing) and any of these columns, in SI units unless its sidecar's `units`",
         "(or a machine file's `[log] units`) declare another; `<c>` is a coordinate's name (the",
-        "URDF's moving joint), `<a>` a cylinder's. A column of another name is refused with the",
-        "closest allowed one; what each route needs is in its section of the docs.",
+        "URDF's moving joint), `<a>` a cylinder's. A column of another name is refused, naming the",
+        "closest allowed one where one is close; what each route needs is in its section of the",
+        "docs.",
         "",
         "| column | for | SI unit | meaning |",
         "|---|---|---|---|",

@@ -92,3 +92,20 @@ def test_the_long_run_covariance_is_bartletts_weighted_sum_of_autocovariances():
     assert newey_west.bandwidth(s) <= 39
     with pytest.raises(ValueError, match="not 4 series of 7 samples"):
         newey_west.scores(np.ones((30, 2)), np.ones(30), (4, 7))
+
+
+def test_the_sandwich_keeps_undetermined_directions_and_unequal_scales():
+    """As `theta_covariance`'s classic path: a column of zeros and two columns that only act
+    as their sum are marked undetermined (their stds infinite in `fit_result`), and a column 1e-7 of
+    another's scale keeps its variance (white residuals: the classic one within 15 %)."""
+    rng = np.random.default_rng(3)
+    N = G * S * C
+    Q, _ = np.linalg.qr(rng.normal(size=(N, 3)))
+    a, b, c = 3.0 * Q[:, 0], 1e-7 * Q[:, 1], Q[:, 2]
+    J = np.stack([a, np.zeros(N), b, c, c], axis=1)
+    r = rng.normal(0.0, 0.1, N)
+    _, classic, marked, _ = theta_covariance(J, r, N)
+    _, cov, undetermined, _ = theta_covariance(J, r, N, (G, S))
+    np.testing.assert_array_equal(undetermined, [False, True, False, True, True])
+    np.testing.assert_array_equal(undetermined, marked)
+    np.testing.assert_allclose(np.diag(cov)[[0, 2]], np.diag(classic)[[0, 2]], rtol=0.15)

@@ -407,7 +407,8 @@ def schema_for(
     ):
         for x in names:  # each name's columns together, in `COLUMNS`' order
             for col in (col for col in COLUMNS if col.per == per):
-                kind = col.kinds[types.get(x, "revolute") != "revolute"]
+                prismatic = per in ("coordinate", "motor") and types[x] == "prismatic"
+                kind = col.kinds[prismatic]
                 cols.append((col.name.format(c=x, a=x), kind))
     cols += list((extra or {}).items())
     return LogSchema(
