@@ -1,8 +1,8 @@
 """Tests run in float64 with rank promotion disabled; functions are jitted once and shared."""
 
 import os
-import shutil
-import tempfile
+import sys
+import warnings
 
 # Compiling is three quarters of the suite's time (docs/performance.md, "Where the test suite's
 # time goes"). XLA's CPU fusion emitters (MLIR kernels, XLA's default) cost about a fifth of a
@@ -24,23 +24,27 @@ import pytest  # noqa: E402
 import jaxmb  # noqa: E402
 from jaxmb import compile_cache  # noqa: E402
 
-# JAX's persistent compilation cache in a folder of this test session's own, shared by its
-# workers and the commands its tests start in subprocesses (they inherit the environment):
-# a program that a module in the other worker, a subprocess or a test after `relieve` compiles
-# again is read back instead (issue 28 point 4). Made fresh and removed at the session's end,
-# so a run never reads what an earlier one wrote (jaxlib 0.10.2's CPU loader has crashed on
-# programs read back: jaxmb.compile_cache); a $JAXMB_COMPILE_CACHE of the caller's is kept.
-# tests/test_compile_cache.py runs it in folders of its own.
-_SESSION_CACHE = None
+# JAX's persistent compilation cache in a folder the test runs keep ($XDG_CACHE_HOME/jaxmb/
+# xla-tests, beside the commands' own), shared by this session's workers and the commands its
+# tests start in subprocesses (they inherit the environment), and read back by later runs: a
+# program compiled once for the same shapes, options and jaxlib is not compiled again by the
+# other worker, a subprocess, a test after `relieve`, or the next run (compiling was over half
+# of the suite's time). A cache entry is keyed by the program's HLO, the compile options and
+# the jaxlib version, so a read gives the executable a compile would; its size is bounded as
+# the commands' cache is (JAX drops the least recently used programs), and a read that killed
+# its process is undone by the next `enable` (jaxmb.compile_cache). A $JAXMB_COMPILE_CACHE of
+# the caller's is kept ('off' compiles everything); tests/test_compile_cache.py runs it in
+# folders of its own.
 if compile_cache.ENV not in os.environ:
-    _SESSION_CACHE = tempfile.mkdtemp(prefix="jaxmb-test-xla-")
-    os.environ[compile_cache.ENV] = _SESSION_CACHE
-compile_cache.enable()
-
-
-def pytest_unconfigure(config):
-    if _SESSION_CACHE is not None:  # the process that made it (xdist: the controller)
-        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+    _user = compile_cache.cache_dir({k: v for k, v in os.environ.items() if k != compile_cache.ENV})
+    os.environ[compile_cache.ENV] = str(_user.parent / "xla-tests")
+# enable's warning that it removed what a killed run was reading is news, not a failure: it
+# goes to stderr (the suite turns warnings into errors, conftest's import included)
+with warnings.catch_warnings(record=True) as _said:
+    warnings.simplefilter("always")
+    compile_cache.enable()
+for _w in _said:
+    print(f"tests/conftest.py: {_w.message}", file=sys.stderr)
 
 
 # $JAXMB_TEST_COMPILE_LOG=DIR: every trace, lowering and XLA compile of the session, one row
