@@ -312,17 +312,6 @@ def simulate(
         refuse_delays(plant, "simulate")
     dist = disturbance if disturbance is not None else Disturbance()
     stateful = isinstance(controller, AbstractStatefulController)
-    if reference is None:
-
-        def desired_at(t):
-            z = jnp.zeros((0,), dtype=ts.dtype)
-            return z, z, z
-
-    else:
-
-        def desired_at(t):
-            return desired_state(reference, t)
-
     if reference is not None:  # what the reference returns, before anything is integrated
         out = jax.eval_shape(reference, ts[0])
         shape = getattr(out, "shape", None)
@@ -372,67 +361,11 @@ def simulate(
         progress,
         adjoint or diffrax.RecursiveCheckpointAdjoint(),
     )
-    if actuated or stateful or sample_time is not None:
-        return _simulate_with_states(
-            plant, controller, reference, q0, qd0, ts, dist, solve,
-            correction=correction, inertia=inertia, actuator_state0=actuator_state0,
-            sample_time=sample_time, max_delay=max_delay,
-        )  # fmt: skip
-
-    def loads(t, q, qd):
-        t = jnp.asarray(t, dtype=float)  # one signature of the traced `command` for all callers
-        desired = desired_at(t)
-        Q_a, _ = command(controller, "mechanical", t, (q, qd), desired, None)
-        return Q_a, desired
-
-    out = _controller_output(
-        lambda: jax.eval_shape(lambda: loads(ts[0], q0, qd0)[0]), desired_at, ts[0]
-    )
-    if getattr(out, "shape", None) != (n,):
-        raise ValueError(
-            f"simulate: the controller returns {_shape_of(out)}, expected shape ({n},) "
-            f"(Q_a for {plant.coordinate_names})"
-        )
-
-    def accelerations(q, qd, tau, wrenches):
-        if constrained:
-            return projection.forward_dynamics(plant, q, qd, tau, wrenches, inertia=inertia)
-        return forward_dynamics(plant, q, qd, tau, wrenches)
-
-    def vector_field(t, y, args):
-        del args
-        q, qd = y
-        Q_a, _ = loads(t, q, qd)
-        tau = Q_a + dist.forces_at(t, n)
-        return qd, accelerations(q, qd, tau, dist.wrenches_at(t))
-
-    saveat, solver = diffrax.SaveAt(ts=ts), None
-    if constrained and correction is not None:
-        solver = ProjectedSolver(solve.solver, plant, correction)
-        saveat = diffrax.SaveAt(ts=ts, fn=lambda t, y, args: solver.correct(y)[:2])
-
-    def trajectory(sol):
-        q, qd = sol.ys
-        # rows after a failed solve (throw=False) hold inf: evaluate the controller at q0 there
-        # and mark them NaN, so that nothing downstream mistakes them for data (success False)
-        ok = jnp.isfinite(q).all(axis=1) & jnp.isfinite(qd).all(axis=1)
-        q_eval = jnp.where(ok[:, None], q, q0[None, :])
-        qd_eval = jnp.where(ok[:, None], qd, qd0[None, :])
-        u, (q_d, qd_d, _) = jax.vmap(loads)(sol.ts, q_eval, qd_eval)
-        u = jnp.where(ok[:, None], u, jnp.nan)
-        return Trajectory(
-            t=sol.ts,
-            q=q,
-            qd=qd,
-            u=u,
-            q_d=q_d,
-            qd_d=qd_d,
-            success=sol.result == diffrax.RESULTS.successful,
-            num_steps=sol.stats["num_accepted_steps"],
-            coordinate_names=plant.coordinate_names,
-        )
-
-    return solve.finish(trajectory, solve(vector_field, (q0, qd0), ts, saveat, solver))
+    return _simulate_loop(
+        plant, controller, reference, q0, qd0, ts, dist, solve,
+        correction=correction, inertia=inertia, actuator_state0=actuator_state0,
+        sample_time=sample_time, max_delay=max_delay,
+    )  # fmt: skip
 
 
 def _longest_delay(plant, max_delay) -> float:
@@ -740,7 +673,7 @@ start_state = saved(_start)
 
 
 class _ClosedLoop(eqx.Module):
-    """The closed loop `_simulate_with_states` integrates, as a pytree: plant, controller,
+    """The closed loop `simulate` integrates, as a pytree: plant, controller,
     reference, disturbance and state scale are its fields, its vector field and its trajectory
     bound methods. A chunked solve (`_solve_in_chunks`) then hands them to its compiled
     programs as arguments, arrays traced, so that one program serves every loop of the same
@@ -881,12 +814,12 @@ class _ClosedLoop(eqx.Module):
         )
 
 
-def _simulate_with_states(
+def _simulate_loop(
     plant, controller, reference, q0, qd0, ts, dist, solve: _Solve, *,
     correction, inertia, actuator_state0, sample_time=None, max_delay=None,
 ):  # fmt: skip
-    """`simulate` for a plant with actuator states and/or a controller with its own state
-    (`_ClosedLoop`)."""
+    """`simulate`'s closed loop (`_ClosedLoop`) integrated: one loop for every plant and
+    controller, mechanical or actuated, memoryless or stateful, continuous or sampled."""
     actuated = isinstance(plant, AbstractPlant)
     constrained = isinstance(plant, ConstrainedSystem)
     stateful = isinstance(controller, AbstractStatefulController)
