@@ -253,9 +253,32 @@ def simulate(
         RuntimeError (equinox): a failed solve, e.g. ``max_steps`` exhausted or a state outside
             the plant's coordinate map.
     """
+    _check_parts(plant, controller, reference, inertia)
+    q0, qd0, ts = _checked_start(plant, q0, qd0, ts)
     actuated = isinstance(plant, AbstractPlant)
-    constrained = isinstance(plant, ConstrainedSystem)
-    if not constrained and not actuated and not isinstance(plant, Model):
+    if actuator_state0 is not None and not actuated:
+        raise ValueError("simulate: actuator_state0 is only for plants with actuators")
+    if isinstance(controller, CommandTable) and actuated:
+        controller = controller.for_plant(plant)
+    elif actuated and sample_time is None:
+        refuse_delays(plant, "simulate")
+    dist = disturbance if disturbance is not None else Disturbance()
+    if reference is not None:
+        _check_reference(plant, controller, reference, ts)
+    solve = _solve_options(
+        solver, rtol, atol, dt0, max_steps, throw, progress, adjoint, fixed_step, dtmin,
+        sample_time, ts, controller, dist,
+    )  # fmt: skip
+    return _simulate_loop(
+        plant, controller, reference, q0, qd0, ts, dist, solve,
+        correction=correction, inertia=inertia, actuator_state0=actuator_state0,
+        sample_time=sample_time, max_delay=max_delay,
+    )  # fmt: skip
+
+
+def _check_parts(plant, controller, reference, inertia: str) -> None:
+    """Refuse a plant, controller, reference or inertia form of the wrong kind, by name."""
+    if not isinstance(plant, AbstractPlant | ConstrainedSystem | Model):
         raise TypeError(
             "simulate: plant: expected a Model, a ConstrainedSystem or an AbstractPlant, got "
             f"{type(plant).__name__}"
@@ -273,6 +296,10 @@ def simulate(
         raise ValueError(
             f"simulate: inertia must be one of {projection.INERTIA_FORMS}, got {inertia!r}"
         )
+
+
+def _checked_start(plant, q0, qd0, ts):
+    """``(q0, qd0, ts)`` as float arrays of the plant's shapes, finite, the times increasing."""
     n = plant.n
     q0, qd0, ts = (
         as_real_array(x, f"simulate: {k}") for k, x in (("q0", q0), ("qd0", qd0), ("ts", ts))
@@ -286,7 +313,38 @@ def simulate(
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"simulate: ts must be 1-D with at least 2 times, got shape {ts.shape}")
     q0, qd0 = check_finite(q0, "simulate: q0"), check_finite(qd0, "simulate: qd0")
-    ts = _checked_times(ts)
+    return q0, qd0, _checked_times(ts)
+
+
+def _check_reference(plant, controller, reference, ts) -> None:
+    """Refuse a reference whose output the controller cannot track, before anything is
+    integrated: q_d of the coordinates, or of the coordinates the controller tracks. A
+    controller that declares ``reference_size`` gets exactly that; otherwise any 1-D array
+    but a single value for several coordinates (it would broadcast silently)."""
+    n = plant.n
+    out = jax.eval_shape(reference, ts[0])
+    shape = getattr(out, "shape", None)
+    size = getattr(controller, "reference_size", None)
+    if size is not None and shape != (size,):
+        raise ValueError(
+            f"simulate: the reference returns {_shape_of(out)}, expected shape ({size},): "
+            f"the {size} coordinates {type(controller).__name__} tracks"
+        )
+    if size is None and (shape is None or len(shape) != 1 or (shape == (1,) and n > 1)):
+        raise ValueError(
+            f"simulate: the reference returns {_shape_of(out)}, expected shape ({n},) (q_d "
+            f"for {plant.coordinate_names}) or the 1-D desired values of the coordinates "
+            "the controller tracks (declare them with a reference_size attribute)"
+        )
+
+
+def _solve_options(
+    solver, rtol, atol, dt0, max_steps, throw, progress, adjoint, fixed_step, dtmin,
+    sample_time, ts, controller, dist,
+) -> _Solve:  # fmt: skip
+    """`simulate`'s solver options checked and made diffrax's: the solver, a constant step or
+    the PID controller (clipped to the sampling instants of a sampled loop, landing on the
+    disturbance's jumps)."""
     if fixed_step is None:
 
         def positive(name, tol):
@@ -304,68 +362,31 @@ def simulate(
         solver = _SOLVERS[solver]()
     if max_steps < 1:
         raise ValueError(f"simulate: max_steps must be >= 1, got {max_steps}")
-    if actuator_state0 is not None and not actuated:
-        raise ValueError("simulate: actuator_state0 is only for plants with actuators")
-    if isinstance(controller, CommandTable) and actuated:
-        controller = controller.for_plant(plant)
-    elif actuated and sample_time is None:
-        refuse_delays(plant, "simulate")
-    dist = disturbance if disturbance is not None else Disturbance()
-    stateful = isinstance(controller, AbstractStatefulController)
-    if reference is not None:  # what the reference returns, before anything is integrated
-        out = jax.eval_shape(reference, ts[0])
-        shape = getattr(out, "shape", None)
-        # q_d of the coordinates, or of the coordinates the controller tracks: a controller
-        # that declares reference_size gets exactly that; otherwise any 1-D array but a
-        # single value for several coordinates (it would broadcast silently)
-        size = getattr(controller, "reference_size", None)
-        if size is not None and shape != (size,):
-            raise ValueError(
-                f"simulate: the reference returns {_shape_of(out)}, expected shape ({size},): "
-                f"the {size} coordinates {type(controller).__name__} tracks"
-            )
-        if size is None and (shape is None or len(shape) != 1 or (shape == (1,) and n > 1)):
-            raise ValueError(
-                f"simulate: the reference returns {_shape_of(out)}, expected shape ({n},) (q_d "
-                f"for {plant.coordinate_names}) or the 1-D desired values of the coordinates "
-                "the controller tracks (declare them with a reference_size attribute)"
-            )
-    jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
     if isinstance(solver, RK4) and fixed_step is None:
         raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
     if sample_time is not None:
+        stateful = isinstance(controller, AbstractStatefulController)
         _check_sampling(sample_time, fixed_step, ts, controller, stateful)
     if fixed_step is not None:
         if not (fixed_step > 0 and np.isfinite(fixed_step)):
             raise ValueError(f"simulate: fixed_step must be > 0 s and finite, got {fixed_step}")
-        controller_ = diffrax.ConstantStepSize()
+        step_controller = diffrax.ConstantStepSize()
         dt0 = fixed_step
     else:
         if dtmin is not None and not (dtmin > 0 and np.isfinite(dtmin)):
             raise ValueError(f"simulate: dtmin must be > 0 s and finite, got {dtmin}")
-        controller_ = diffrax.PIDController(
+        jump_ts = jnp.asarray(dist.jump_times, dtype=float) if dist.jump_times else None
+        step_controller = diffrax.PIDController(
             rtol=rtol, atol=atol, jump_ts=jump_ts, dtmin=dtmin, force_dtmin=dtmin is None
         )
         if sample_time is not None:  # no step straddles a sampling instant
             t = np.asarray(ts)
             k = int(round((t[-1] - t[0]) / sample_time))
             instants = t[0] + sample_time * np.arange(1, k + 1)
-            controller_ = diffrax.ClipStepSizeController(controller_, step_ts=instants)
+            step_controller = diffrax.ClipStepSizeController(step_controller, step_ts=instants)
             dt0 = sample_time if dt0 is None else dt0
-    solve = _Solve(
-        solver,
-        controller_,
-        dt0,
-        max_steps,
-        throw,
-        progress,
-        adjoint or diffrax.RecursiveCheckpointAdjoint(),
-    )
-    return _simulate_loop(
-        plant, controller, reference, q0, qd0, ts, dist, solve,
-        correction=correction, inertia=inertia, actuator_state0=actuator_state0,
-        sample_time=sample_time, max_delay=max_delay,
-    )  # fmt: skip
+    adjoint = adjoint or diffrax.RecursiveCheckpointAdjoint()
+    return _Solve(solver, step_controller, dt0, max_steps, throw, progress, adjoint)
 
 
 def _longest_delay(plant, max_delay) -> float:
