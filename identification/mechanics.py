@@ -296,28 +296,8 @@ def identify_mechanics(
     friction force too (see `equations`). ``force_offsets``: the cylinders whose pressure
     force's offset is fitted (module docstring; the pressure transducers' offsets), shared by
     the logs."""
-    check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.io.machine)")
-    logs = [log] if isinstance(log, Log) else list(log)
-    known = [payload_known] if isinstance(log, Log) else list(payload_known or [None] * len(logs))
-    if not logs or len(known) != len(logs):
-        raise ValueError(
-            f"identify_mechanics: {len(logs)} log(s) and {len(known)} payload(s); one each"
-        )
-    for lg in logs:
-        check_type(lg, Log, "identify_mechanics: log")
-    for m in known:
-        if m is not None:
-            check_number(m, "identify_mechanics: payload_known (kg)", at_least=0)
-    check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
-    check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
-    check_number(prior_weight, "identify_mechanics: prior_weight", above=0)
-    force_offsets = tuple(force_offsets)
-    for a in force_offsets:
-        if a not in machine.plant.actuator_names:
-            raise ValueError(
-                f"identify_mechanics: force_offsets: no cylinder {a!r}; the machine's are "
-                f"{machine.plant.actuator_names}"
-            )
+    logs, known, force_offsets = _checked_inputs(machine, log, payload_known, cutoff, stride,
+                                                 prior_weight, force_offsets)  # fmt: skip
     has_payload = machine.payload is not None
     unknown = has_payload and any(m is None for m in known)
     # the regressor does not depend on the bodies' values: a known payload rides along
@@ -328,17 +308,8 @@ def identify_mechanics(
     model = plant.model
     nb = len(model.bodies)
     j = model.body_names.index("payload") if has_payload else None
-    per_log = []
-    for lg, m in zip(logs, known, strict=True):
-        s = pressure_samples(plant, lg, cutoff=cutoff, stride=stride)
-        tau, Y, Yf = equations(plant, s, stribeck=stribeck, force_offsets=force_offsets)
-        if has_payload and m is not None:  # known: to the right-hand side, out of the fit
-            pi_m = np.array(jaxmb.inertial_parameters(machine.with_payload(float(m)).model))[j]
-            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_m
-            Y = Y.copy()
-            Y[:, :, 10 * j : 10 * j + 10] = 0.0
-        per_log.append((s, tau, Y, Yf))
-    s = per_log[0][0]
+    per_log = _log_equations(machine, plant, logs, known, j, cutoff, stride, stribeck,
+                             force_offsets)  # fmt: skip
     tau, Y, Yf = (np.concatenate([x[i] for x in per_log]) for i in (1, 2, 3))
     N, n, _ = Y.shape
     pi_file = np.array(jaxmb.inertial_parameters(model))  # (nb, 10), writable
@@ -355,41 +326,18 @@ def identify_mechanics(
     Ye = Yf.reshape(N * n, -1)
     y = tau.reshape(-1)
     body_names = tuple(model.body_names[b] for b in fitted)
-    inertial_names = tuple(f"{b}.{p}" for b in body_names for p in rg.INERTIAL_NAMES)
-    fields = ("F_c", "dF_s", "sigma") if stribeck else ("F_c", "sigma")
-    friction_names = tuple(f"friction.{a}.{f}" for a in plant.actuator_names for f in fields)
-    friction_names += tuple(f"sensor.{a}.force" for a in force_offsets)
-    names = inertial_names + friction_names
+    names = _unknown_names(plant, body_names, stribeck, force_offsets)
     W = np.concatenate([Yi, Ye], axis=1)
 
     # 1. base parameters by WLS, one noise level per joint equation
-    # columns whose effect is a millionth of the largest (a cylinder body's inertia about its
-    # axis) are not base parameters of a real log: 1e-6, not the exact-rank 1e-8
-    base = rg.base_parameters(W, names, rtol=1e-6)
-    # one noise level per joint and log: experiments of other days, other loads
-    groups = np.concatenate(
-        [k * n + np.tile(np.arange(n), x[1].shape[0]) for k, x in enumerate(per_log)]
-    )
-    fit = least_squares(base.reduce(W), y, groups=groups)
-    inflate = max(1.0, s.fs / (2.0 * s.cutoff * s.stride))
-    fit = fit.inflated(inflate)
-    w = 1.0 / (fit.row_sigma[groups] * np.sqrt(inflate))  # 1 / sigma of independent rows
+    base, fit, w = _base_wls(W, y, names, per_log, n)
 
     # 2. the physically consistent model, pulled toward the file's bodies
     prior = pi_file[fitted]
     weights = np.full(len(fitted), float(prior_weight))
     if payload_prior is not None:
         weights[fitted.index(j)] *= PAYLOAD_PRIOR_SHARE
-    nominal_friction = []
-    for a in plant.actuators:
-        f = a.friction
-        fc, fs_, sig = (
-            (float(f.F_c), float(f.F_s), float(f.sigma))
-            if isinstance(f, StribeckFriction)
-            else (0.0, 0.0, 0.0)
-        )
-        nominal_friction += [fc, fs_ - fc, sig] if stribeck else [fc, sig]
-    nominal_friction += [0.0] * len(force_offsets)  # a transducer reads true unless fitted
+    nominal_friction = _nominal_friction(plant, stribeck, force_offsets)
     res = cons.fit_consistent(
         jnp.asarray(Yi), jnp.asarray(y), theta0=cons.parameters_to_log_cholesky(prior),
         extra0=jnp.asarray(nominal_friction), Y_extra=jnp.asarray(Ye), weights=jnp.asarray(w),
@@ -400,38 +348,15 @@ def identify_mechanics(
     values = np.concatenate([pi.ravel(), beta])
 
     # 3. Laplace approximation: Gauss-Newton Hessian of data plus prior, in parameter space
-    A = W * w[:, None]
-    H_data = A.T @ A
-    hess = jax.vmap(jax.hessian(cons.bregman_divergence), in_axes=(0, 0))(
-        jnp.asarray(pi), jnp.asarray(prior)
-    )
-    H_prior = np.zeros_like(H_data)
-    for k in range(len(fitted)):
-        H_prior[10 * k : 10 * k + 10, 10 * k : 10 * k + 10] = weights[k] * np.asarray(hess[k])
-    cov = np.linalg.pinv(H_data + H_prior, hermitian=True)
-    std = np.sqrt(np.clip(np.diag(cov), 0, None))
-    ni = 10 * len(fitted)
-    var_prior = np.full(len(names), np.inf)
-    var_prior[:ni] = np.diag(np.linalg.pinv(H_prior[:ni, :ni], hermitian=True))
-    from_log = np.clip(1.0 - std**2 / var_prior, 0.0, 1.0)
+    cov, std, from_log = _laplace(W * w[:, None], pi, prior, weights, len(names))
 
     identified = model_from_parameters(model, pi, body_names)
     rows = (y - W @ values).reshape(N, n)
     mass = mass_std = com = com_std = None
     com_determined = (False, False, False)
     if payload_prior is not None:
-        k = 10 * fitted.index(j)
-        mass, mass_std = float(values[k]), float(std[k])
-        h = values[k + 1 : k + 4]
-        c = h / mass
-        # delta method for c = h / m: dc/dh = I/m, dc/dm = -h/m^2
-        G = np.concatenate([-(h / mass**2)[:, None], np.eye(3) / mass], axis=1)
-        C = G @ cov[k : k + 4, k : k + 4] @ G.T
-        com, com_std = tuple(map(float, c)), tuple(map(float, np.sqrt(np.diag(C))))
-        # a centre coordinate the log determines: its first moment's precision comes from the
-        # data (the payload's prior is weak but not nil), to within COM_WEAK
-        com_determined = tuple(
-            bool(from_log[k + 1 + i] >= DETERMINED and com_std[i] < COM_WEAK) for i in range(3)
+        mass, mass_std, com, com_std, com_determined = _payload_estimate(
+            values, std, cov, from_log, 10 * fitted.index(j)
         )
     return MechanicsEstimate(
         names=names,
@@ -462,3 +387,131 @@ def identify_mechanics(
 def with_bodies(plant: HydraulicPlant, model: jaxmb.Model) -> HydraulicPlant:
     """``plant`` with the bodies (mass, centre, inertia) of ``model``, the same tree."""
     return eqx.tree_at(lambda p: p.model.bodies, plant, model.bodies)
+
+
+def _checked_inputs(machine, log, payload_known, cutoff, stride, prior_weight, force_offsets):
+    """``(logs, known payloads, force offsets)`` of `identify_mechanics`, each refused by name
+    where it is not what the function takes."""
+    check_type(machine, Machine, "identify_mechanics: machine (see jaxmb.io.machine)")
+    logs = [log] if isinstance(log, Log) else list(log)
+    known = [payload_known] if isinstance(log, Log) else list(payload_known or [None] * len(logs))
+    if not logs or len(known) != len(logs):
+        raise ValueError(
+            f"identify_mechanics: {len(logs)} log(s) and {len(known)} payload(s); one each"
+        )
+    for lg in logs:
+        check_type(lg, Log, "identify_mechanics: log")
+    for m in known:
+        if m is not None:
+            check_number(m, "identify_mechanics: payload_known (kg)", at_least=0)
+    check_number(cutoff, "identify_mechanics: cutoff (Hz)", above=0)
+    check_number(stride, "identify_mechanics: stride", integer=True, at_least=1)
+    check_number(prior_weight, "identify_mechanics: prior_weight", above=0)
+    force_offsets = tuple(force_offsets)
+    for a in force_offsets:
+        if a not in machine.plant.actuator_names:
+            raise ValueError(
+                f"identify_mechanics: force_offsets: no cylinder {a!r}; the machine's are "
+                f"{machine.plant.actuator_names}"
+            )
+    return logs, known, force_offsets
+
+
+def _log_equations(machine, plant, logs, known, j, cutoff, stride, stribeck, force_offsets):
+    """Each log's ``(samples, tau, Y, Yf)`` (`pressure_samples`, `equations`): a payload the
+    log names is known, moved to the right-hand side of its equations, out of the fit (body
+    ``j``); the regressor does not depend on the bodies' values, so one plant serves all."""
+    per_log = []
+    has_payload = j is not None
+    for lg, m in zip(logs, known, strict=True):
+        s = pressure_samples(plant, lg, cutoff=cutoff, stride=stride)
+        tau, Y, Yf = equations(plant, s, stribeck=stribeck, force_offsets=force_offsets)
+        if has_payload and m is not None:  # known: to the right-hand side, out of the fit
+            pi_m = np.array(jaxmb.inertial_parameters(machine.with_payload(float(m)).model))[j]
+            tau = tau - Y[:, :, 10 * j : 10 * j + 10] @ pi_m
+            Y = Y.copy()
+            Y[:, :, 10 * j : 10 * j + 10] = 0.0
+        per_log.append((s, tau, Y, Yf))
+    return per_log
+
+
+def _nominal_friction(plant, stribeck: bool, force_offsets) -> list[float]:
+    """The machine file's friction per cylinder (``F_c``, ``F_s - F_c`` where Stribeck's, and
+    ``sigma``), then a zero force offset per fitted transducer (it reads true unless fitted)."""
+    nominal_friction = []
+    for a in plant.actuators:
+        f = a.friction
+        fc, fs_, sig = (
+            (float(f.F_c), float(f.F_s), float(f.sigma))
+            if isinstance(f, StribeckFriction)
+            else (0.0, 0.0, 0.0)
+        )
+        nominal_friction += [fc, fs_ - fc, sig] if stribeck else [fc, sig]
+    nominal_friction += [0.0] * len(force_offsets)
+    return nominal_friction
+
+
+def _laplace(A, pi, prior, weights, n_names: int):
+    """``(covariance, std, from_log)`` of the Laplace approximation: the Gauss-Newton Hessian
+    of the weighted data ``A`` plus the prior's (the Bregman divergence's Hessian of each
+    fitted body at its estimate ``pi``, weighted), in parameter space; ``from_log`` the share
+    of each inertial parameter's precision that the data give (1 for the friction terms)."""
+    H_data = A.T @ A
+    hess = jax.vmap(jax.hessian(cons.bregman_divergence), in_axes=(0, 0))(
+        jnp.asarray(pi), jnp.asarray(prior)
+    )
+    H_prior = np.zeros_like(H_data)
+    for k in range(len(prior)):
+        H_prior[10 * k : 10 * k + 10, 10 * k : 10 * k + 10] = weights[k] * np.asarray(hess[k])
+    cov = np.linalg.pinv(H_data + H_prior, hermitian=True)
+    std = np.sqrt(np.clip(np.diag(cov), 0, None))
+    ni = 10 * len(prior)
+    var_prior = np.full(n_names, np.inf)
+    var_prior[:ni] = np.diag(np.linalg.pinv(H_prior[:ni, :ni], hermitian=True))
+    from_log = np.clip(1.0 - std**2 / var_prior, 0.0, 1.0)
+    return cov, std, from_log
+
+
+def _payload_estimate(values, std, cov, from_log, k: int):
+    """``(mass, mass std, centre, centre std, which centre coordinates the log determines)``
+    of the payload whose ten inertial parameters start at column ``k``."""
+    mass, mass_std = float(values[k]), float(std[k])
+    h = values[k + 1 : k + 4]
+    c = h / mass
+    # delta method for c = h / m: dc/dh = I/m, dc/dm = -h/m^2
+    G = np.concatenate([-(h / mass**2)[:, None], np.eye(3) / mass], axis=1)
+    C = G @ cov[k : k + 4, k : k + 4] @ G.T
+    com, com_std = tuple(map(float, c)), tuple(map(float, np.sqrt(np.diag(C))))
+    # a centre coordinate the log determines: its first moment's precision comes from the
+    # data (the payload's prior is weak but not nil), to within COM_WEAK
+    com_determined = tuple(
+        bool(from_log[k + 1 + i] >= DETERMINED and com_std[i] < COM_WEAK) for i in range(3)
+    )
+    return mass, mass_std, com, com_std, com_determined
+
+
+def _unknown_names(plant, body_names, stribeck: bool, force_offsets) -> tuple[str, ...]:
+    """The names of stage 1's unknowns: each fitted body's ten inertial parameters, each
+    cylinder's friction terms, each fitted transducer's force offset."""
+    inertial = tuple(f"{b}.{p}" for b in body_names for p in rg.INERTIAL_NAMES)
+    fields = ("F_c", "dF_s", "sigma") if stribeck else ("F_c", "sigma")
+    friction = tuple(f"friction.{a}.{f}" for a in plant.actuator_names for f in fields)
+    return inertial + friction + tuple(f"sensor.{a}.force" for a in force_offsets)
+
+
+def _base_wls(W, y, names, per_log, n: int):
+    """``(base parameters, their WLS fit, each row's weight 1 / sigma)``: one noise level per
+    joint and log (experiments of other days, other loads), inflated for the rows the low-pass
+    makes dependent (its bandwidth against the rate the rows keep)."""
+    # columns whose effect is a millionth of the largest (a cylinder body's inertia about its
+    # axis) are not base parameters of a real log: 1e-6, not the exact-rank 1e-8
+    base = rg.base_parameters(W, names, rtol=1e-6)
+    groups = np.concatenate(
+        [k * n + np.tile(np.arange(n), x[1].shape[0]) for k, x in enumerate(per_log)]
+    )
+    fit = least_squares(base.reduce(W), y, groups=groups)
+    s = per_log[0][0]
+    inflate = max(1.0, s.fs / (2.0 * s.cutoff * s.stride))
+    fit = fit.inflated(inflate)
+    w = 1.0 / (fit.row_sigma[groups] * np.sqrt(inflate))  # 1 / sigma of independent rows
+    return base, fit, w
