@@ -1,10 +1,13 @@
-"""What each key of `jaxmb identify`'s ``summary.json`` means on each route: the tables
-the reference (``docs/reference.md``, `scripts/make_reference.py`) is generated from, and the
-end-to-end tests hold every written summary to it, so that the two cannot drift. Units are SI
-in ``summary.json`` (rad, m, Pa, kg); ``validation.csv`` and the printed report show degrees,
-millimetres and bar."""
+"""What `jaxmb identify` writes on each route, and a log's free-run replay (``jaxmb simulate
+--machine FILE.toml --commands LOG``, `replay`): each output file (`HYDRAULIC_FILES`,
+`RIGID_FILES`, `REPLAY_FILES`) and each key of its ``summary.json`` (`HYDRAULIC`, `RIGID`,
+`REPLAY`), with what it holds. The reference (``docs/reference.md``, `scripts/make_reference.py`)
+is generated from these tables, and the end-to-end tests hold every written folder and summary
+to them, so that the two cannot drift. A file's name may hold a placeholder: ``<log>`` is a
+log file's name without its extension. Units are SI in ``summary.json`` (rad, m, Pa, kg);
+``validation.csv``, the plots and the printed report show degrees, millimetres and bar."""
 
-__all__ = ["HYDRAULIC", "RIGID"]
+__all__ = ["HYDRAULIC", "RIGID", "REPLAY", "HYDRAULIC_FILES", "RIGID_FILES", "REPLAY_FILES"]
 
 HYDRAULIC: dict[str, str] = {
     "model": "the machine: the name given to `--model` (a built-in one), or its file's "
@@ -123,4 +126,75 @@ RIGID: dict[str, str] = {
     "params_file": '"params.json": the identified bodies and joint terms, which `simulate '
     "--params` takes",
     "time_s": "the command's wall time, s",
+}
+
+REPLAY: dict[str, str] = {
+    "machine": "the machine file's `[machine] name`",
+    "machine_file": "the machine file's path",
+    "log": "the replayed log's path (`--commands`)",
+    "params": "the parameter file's path (`--params`), or null: the machine file's plant",
+    "mode": "what ran, in words: the free-run replay of the logged commands from the measured "
+    "initial state",
+    "solver": "the integrator: RK4 at a fixed 1 ms",
+    "payload_kg": "the payload's mass, kg (`--payload`, else the log sidecar's, else the "
+    "parameter file's or the machine file's); null where the machine has no payload",
+    "t_span_s": "the first and last instant replayed, s (`--t-final` cuts the log short)",
+    "rmse": "each signal's free-run RMSE (SI)",
+    "rmse_display": "the same in `display_units`",
+    "display_units": "each signal's display unit (deg, mm, bar), as in the plots",
+    "fit_percent": "each signal's NRMSE fit % (MATLAB's `compare`: 100 (1 - |y - y_hat| / "
+    "|y - mean y|))",
+    "plots": "the figures written (absent with `--no-plots`)",
+}
+
+HYDRAULIC_FILES: dict[str, str] = {
+    "summary.json": "the run's summary (its keys below): written once the fit is done, "
+    "then again once the validation logs have replayed",
+    "parameters.csv": "each parameter stage 2 fitted or held: value, std, relative std %, 95 % "
+    "interval, the machine file's value (`nominal`) and stage 1's (`stage1`)",
+    "mechanics.csv": "each stage-1 parameter (the bodies' inertial parameters, the cylinders' "
+    "friction and pressure-force offsets): value, std, 95 % interval, the machine file's "
+    "value, and whether the log or the prior determines it",
+    "base_parameters.csv": "stage 1's base parameters (the combinations the motion "
+    "determines): WLS value, std and 95 % interval",
+    "covariance.json": "the parameters' joint covariance (stage 2's, the long refit's held "
+    "parameters' and stage 1's), which a study's `[identified]` draws from",
+    "params.json": "the identified model: hydraulic parameters, payload and their "
+    "uncertainty, for `jaxmb simulate --params` and a study's `params`",
+    "validation.csv": "per validation log and signal: the free-run RMSE (deg, mm, bar) of the "
+    "identified plant, of the machine file's and the expected one, and both fit % (empty "
+    "without `--validate`)",
+    "fit_<log>.png": "per fit log, each signal measured and predicted segment-wise from each "
+    "segment's start state",
+    "residuals_fit_<log>.png": "its residuals over time, and their histogram",
+    "validation_<log>.png": "per validation log, each signal measured and replayed free-run "
+    "by the identified plant",
+    "residuals_validation_<log>.png": "its residuals over time, and their histogram",
+    "validation_<log>_nominal.png": "the same replay by the machine file's plant",
+    "residuals_validation_<log>_nominal.png": "its residuals over time, and their histogram",
+}
+
+RIGID_FILES: dict[str, str] = {
+    "summary.json": "the run's summary (its keys below)",
+    "parameters.csv": "each base parameter (the combination of standard parameters it is): "
+    "value, std, relative std % and 95 % interval",
+    "covariance.json": "the base parameters' joint covariance (for the low-passed noise)",
+    "params.json": "the identified bodies and joint terms, for `jaxmb simulate --params`",
+    "identified.urdf": "the input URDF (or the built-in model's) with the identified inertias, "
+    "damping, friction and armature: only for a physically consistent fit (`--method "
+    "consistent`) of a model without closed loops (the summary's `urdf` says why not)",
+    "fit_<log>.png": "per fit log, each generalized force measured and predicted (N m or N)",
+    "residuals_fit_<log>.png": "its residuals over time, and their histogram",
+    "validation_<log>.png": "per validation log, the same",
+    "residuals_validation_<log>.png": "its residuals over time, and their histogram",
+}
+
+REPLAY_FILES: dict[str, str] = {
+    "summary.json": "the replay's summary (its keys below)",
+    "replay.csv": "a log of the replay (the log format): each signal as replayed (`<signal>`) "
+    "and as measured (`measured_<signal>`), SI",
+    "replay.json": "its sidecar: the machine's name",
+    "replay.png": "each signal measured and replayed (deg, mm, bar; absent with `--no-plots`)",
+    "residuals_replay.png": "its residuals over time, and their histogram (absent with "
+    "`--no-plots`)",
 }

@@ -1,8 +1,9 @@
 """Write docs/reference.md from the tables the code itself reads and writes: every option of
 every `jaxmb` command (the parser the commands run), every key of a machine file (the tables
-`jaxmb.io.machine` checks a file against: `jaxmb.io.machine_keys`) and every key of `jaxmb
-identify`'s summary.json on the hydraulic route (`jaxmb.identification.summary_keys`, which the end-to-end
-tests hold the written files to). `tests/test_reference.py` fails when the page and the code
+`jaxmb.io.machine` checks a file against: `jaxmb.io.machine_keys`), every log column
+(`jaxmb.io.logs.COLUMNS`), and every output file and summary.json key of each command's runs
+(`jaxmb.identification.summary_keys`, `jaxmb.control.summary_keys`, which the end-to-end tests
+hold the written folders to). `tests/test_reference.py` fails when the page and the code
 disagree; run this script to regenerate it.
 
     python scripts/make_reference.py            # writes docs/reference.md
@@ -39,10 +40,33 @@ def _option_rows(sub: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
+def outputs() -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """``(run, files, summary keys)`` of each kind of run, in the page's order: the tables its
+    writers' tests hold each written folder and summary.json to."""
+    from jaxmb.control import summary_keys as control
+    from jaxmb.identification import summary_keys as identification
+
+    return [
+        ("`jaxmb identify` on a hydraulic machine", identification.HYDRAULIC_FILES,
+         identification.HYDRAULIC),
+        ("`jaxmb identify` on a robot (the rigid route)", identification.RIGID_FILES,
+         identification.RIGID),
+        ("`jaxmb simulate --machine arm` (robust control, Dastranj & Mattila Section IV)",
+         control.ROBUST_FILES, control.ROBUST),
+        ("`jaxmb simulate` of a machine file (VDC on its `[task]`, or a command table's "
+         "open-loop replay)", control.MACHINE_FILES, control.MACHINE),
+        ("`jaxmb simulate` of a machine file with a log as `--commands` (its free-run replay)",
+         identification.REPLAY_FILES, identification.REPLAY),
+        ("`jaxmb simulate --machine rpr3-flexible` (Ider et al. Section 6)",
+         control.FOURTH_ORDER_FILES, control.FOURTH_ORDER),
+        ("`jaxmb montecarlo`", control.MONTECARLO_FILES, control.MONTECARLO),
+        ("`jaxmb tune`", control.TUNE_FILES, control.TUNE),
+    ]  # fmt: skip
+
+
 def render() -> str:
     """The page's text."""
     from jaxmb.cli import build_parser
-    from jaxmb.identification.summary_keys import HYDRAULIC, RIGID
     from jaxmb.io.logs import COLUMNS, KINDS, UNITS
     from jaxmb.io.machine_keys import CYLINDER, TABLES, VALVE
 
@@ -104,21 +128,21 @@ def render() -> str:
         "|---|---|---|",
         *(f"| `{u}` | {dim.replace('_', ' ')} | {f:.10g} |" for u, (dim, f) in UNITS.items()),
         "",
-        "## `summary.json` of `jaxmb identify` on a hydraulic machine",
+        "## Output files",
         "",
-        "| key | meaning |",
-        "|---|---|",
-        *(f"| `{k}` | {_cell(v)} |" for k, v in HYDRAULIC.items()),
-        "",
-        "## `summary.json` of `jaxmb identify` on a robot (the rigid route)",
-        "",
-        "| key | meaning |",
-        "|---|---|",
-        *(f"| `{k}` | {_cell(v)} |" for k, v in RIGID.items()),
-        "",
-        "[Back to the documentation's home](index.md)",
+        "What each command writes into its `--out` folder. In a name, `<log>` stands for a log",
+        "file's name without its extension and `<start>`, `<stop>` for sample indices; a name",
+        "ending in `/` is a folder. `jaxmb state` prints its results and writes no file.",
         "",
     ]
+    runs = outputs()
+    for run, files, _ in runs:
+        lines += [f"### {run}", "", "| file | what it holds |", "|---|---|"]
+        lines += [f"| `{k}` | {_cell(v)} |" for k, v in files.items()] + [""]
+    for run, _, keys in runs:
+        lines += [f"## `summary.json` of {run}", "", "| key | meaning |", "|---|---|"]
+        lines += [f"| `{k}` | {_cell(v)} |" for k, v in keys.items()] + [""]
+    lines += ["[Back to the documentation's home](index.md)", ""]
     return "\n".join(lines)
 
 

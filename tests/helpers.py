@@ -272,3 +272,24 @@ def true_stage1_vector(e, model, truth):
         else:
             out.append(pi[model.body_names.index(part[0]), INERTIAL_NAMES.index(part[1])])
     return np.asarray(out)
+
+
+def unlisted(folder, files) -> list[str]:
+    """The files under ``folder`` (paths relative to it, ``/``-separated) that no name of
+    ``files``, an output-file table (`jaxmb.identification.summary_keys`,
+    `jaxmb.control.summary_keys`), matches: ``<word>`` in a name stands for any text without a
+    ``/``, and a name ending in ``/`` covers everything in that folder. The end-to-end tests
+    assert that it is empty: every file a command writes is on the reference."""
+    import re
+    from pathlib import Path
+
+    patterns = [
+        re.compile(
+            "[^/]+".join(re.escape(part) for part in re.split(r"<\w+>", name))
+            + (".*" if name.endswith("/") else "")
+        )
+        for name in files
+    ]
+    root = Path(folder)
+    paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return [p for p in paths if not any(rx.fullmatch(p) for rx in patterns)]

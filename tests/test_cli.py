@@ -5,9 +5,11 @@ import os
 
 import numpy as np
 import pytest
+from helpers import unlisted
 
 import jaxmb
 from jaxmb.cli import main
+from jaxmb.control.summary_keys import ROBUST, ROBUST_FILES
 
 
 def test_default_runs_the_main_job_on_the_bundled_logs(monkeypatch):
@@ -118,6 +120,7 @@ def test_simulate_writes_the_report(tmp_path, capsys):
         "effort.png",
     } <= names
     summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == set(ROBUST) and not unlisted(out, ROBUST_FILES)  # docs/reference.md
     for key in ("rmse", "max_abs_error_after_5s", "ultimate_bound_e", "kappa_exceeds_dbar"):
         assert set(summary[key]) == {"phi", "theta", "delta"}, key
     assert all(isinstance(v, bool) for v in summary["kappa_exceeds_dbar"].values())

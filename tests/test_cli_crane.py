@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from helpers import unlisted
 
 from jaxmb.cli import main
 from jaxmb.control.machine_report import LOG_COLUMNS
+from jaxmb.control.summary_keys import MACHINE, MACHINE_FILES
 
 
 def _header(path):
@@ -44,6 +46,7 @@ def test_closed_loop_writes_the_report(tmp_path, capsys):
     } <= names
     assert _header(out / "timeseries.csv") == LOG_COLUMNS  # a simulated run is a valid log
     s = json.loads((out / "summary.json").read_text())
+    assert set(s) <= set(MACHINE) and not unlisted(out, MACHINE_FILES)  # docs/reference.md
     for key in (
         "max_tool_position_error_m",
         "max_joint_error_rad",
@@ -74,6 +77,7 @@ def test_replay_of_a_command_file(tmp_path, capsys):
     assert cols["x_lift"][-1] > cols["x_lift"][0]  # u > 0 extends the cylinder
     assert cols["q1"][-1] > cols["q1"][0]  # and extension raises the lift boom
     assert "control.csv" not in {p.name for p in out.iterdir()}
+    assert not unlisted(out, MACHINE_FILES)  # docs/reference.md
     # issue 29: commands beyond the valves' +-10 V are replayed clipped only when asked, and
     # the report counts them (the same table shape: the same compiled replay)
     cmd.write_text("t,u_lift,u_tilt\n0,0,0\n0.2,1e6,-1\n0.5,2,-11\n")
@@ -82,6 +86,8 @@ def test_replay_of_a_command_file(tmp_path, capsys):
     assert main([*argv, "--out", str(clipped), "--no-plots", "--quiet"]) == 0
     assert "--clip-commands: u_lift 1 clipped, u_tilt 1 clipped" in capsys.readouterr().out
     summary = json.loads((clipped / "summary.json").read_text())
+    assert set(summary) <= set(MACHINE)  # docs/reference.md
+    assert not unlisted(clipped, MACHINE_FILES)
     assert summary["commands_clipped"] == {"u_lift": 1, "u_tilt": 1}
     rows = np.loadtxt(clipped / "timeseries.csv", delimiter=",", skiprows=1)
     cols = dict(zip(LOG_COLUMNS, rows.T, strict=True))

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import unlisted
 
 from jaxmb.actuators.reduced import (
     reduced_terms,
@@ -27,6 +28,7 @@ from jaxmb.control.fourth_order import (
     task_inertia,
 )
 from jaxmb.control.rpr3_flexible import initial_configuration, reference, section6_plant
+from jaxmb.control.summary_keys import FOURTH_ORDER, FOURTH_ORDER_FILES
 from jaxmb.models.planar_rpr import end_effector
 
 PLANT = section6_plant()
@@ -144,6 +146,8 @@ def test_case_study_writes_figures_tables_and_summary(case):
                  "tracking_errors.csv", "series.csv"):  # fmt: skip
         assert (out / name).stat().st_size > 0
     assert s["success"]
+    assert set(s) == set(FOURTH_ORDER)  # docs/reference.md
+    assert not unlisted(out, FOURTH_ORDER_FILES)
     err = s["max_abs_error_after_1s"]
     assert set(err) == {"x_G", "y_G", "theta7"}
     # tracking through the 10 % model error and the impact: sub-millimetre after 1 s

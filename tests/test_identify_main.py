@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import hydraulic_tolerance
+from helpers import hydraulic_tolerance, unlisted
 
 from jaxmb import cli
 from jaxmb.io.covariance_file import read_covariance
@@ -178,7 +178,12 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     of the same noisy log, the empty bucket's included, which one loaded log could not
     reach (about 7 minutes on the 2-core CI machine)."""
     from jaxmb.identification import hydraulic_route
-    from jaxmb.identification.summary_keys import HYDRAULIC
+    from jaxmb.identification.summary_keys import (
+        HYDRAULIC,
+        HYDRAULIC_FILES,
+        REPLAY,
+        REPLAY_FILES,
+    )
     from jaxmb.io.logs import read_log, write_log
 
     val = CRANE / "synthetic_crane_payload_validation.parquet"
@@ -216,6 +221,7 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["validation_failed"] == {"broken": "RuntimeError: injected after the fit"}
     assert set(summary) <= set(HYDRAULIC)  # each key explained in docs/reference.md
+    assert not unlisted(out, HYDRAULIC_FILES)  # and each file
     assert set(summary["validation_rmse"]) == {val.stem, empty.stem}
     truth = json.loads((CRANE / "synthetic_crane_truth.json").read_text())["parameters"]
     est = summary["parameters"]
@@ -374,6 +380,7 @@ def test_crane_campaign_identified_end_to_end(tmp_path, monkeypatch):
             "--commands", str(val), "--t-final", "0.2", "--out", str(sim),
             "--no-plots", "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
-    assert (sim / "summary.json").is_file()
+    assert set(json.loads((sim / "summary.json").read_text())) <= set(REPLAY)  # docs/reference.md
+    assert not unlisted(sim, REPLAY_FILES)
     with pytest.raises(SystemExit, match="model 'crane', not 'arm'"):
         cli.main(["simulate", "--params", str(out / "params.json"), "--out", str(tmp_path / "a")])

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import pinocchio_agrees
+from helpers import pinocchio_agrees, unlisted
 
 import jaxmb
 from jaxmb import cli
@@ -154,9 +154,10 @@ def test_identify_cli_on_a_urdf(robot, tmp_path, capsys):
     assert err.count("ignored") == 1
     assert "--gear-ratios joint1: ignored; the log gives joint1 by tau_joint1 (in train.csv)" in err
     summary = json.loads((out / "summary.json").read_text())
-    from jaxmb.identification.summary_keys import RIGID
+    from jaxmb.identification.summary_keys import RIGID, RIGID_FILES
 
     assert set(summary) == set(RIGID)  # each key explained in docs/reference.md
+    assert not unlisted(out, RIGID_FILES)  # and each file
     assert summary["method_key"] == "consistent" and summary["condition_number"] > 1
     assert set(summary["fit_rmse"]) == {"tau_joint1", "tau_joint2", "tau_joint3"}
     assert set(summary["validation_rmse"]) == {"val"}
@@ -268,10 +269,17 @@ def test_the_closed_chain_arm_identified_and_simulated(tmp_path):
     # a closed chain has no URDF: none is written, and the summary says why
     assert summary["urdf"]["file"] is None and "closed kinematic loops" in summary["urdf"]["why"]
     assert not (out / "identified.urdf").exists()
+    from jaxmb.identification.summary_keys import RIGID_FILES
+
+    assert not unlisted(out, RIGID_FILES)  # docs/reference.md
     sim = tmp_path / "sim"
     argv = ["simulate", "--params", str(out / "params.json"), "--t-final", "0.05",
             "--dt-save", "0.01", "--out", str(sim), "--no-plots", "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0 and (sim / "summary.json").is_file()
+    from jaxmb.control.summary_keys import ROBUST, ROBUST_FILES
+
+    assert set(json.loads((sim / "summary.json").read_text())) == set(ROBUST)
+    assert not unlisted(sim, ROBUST_FILES)  # docs/reference.md
 
 
 PAYLOAD = {"payload_kg": 2.0, "payload_com": [0.05, 0.0, 0.1]}
@@ -428,7 +436,7 @@ def test_several_logs_of_other_rates_or_a_payload_on_a_branching_tree_refused(tm
     import importlib.metadata
     import os
 
-    from jaxmb.identification.identify import _payload
+    from jaxmb.identification.rigid_route import payload_of as _payload
 
     dist = importlib.metadata.distribution("example-robot-data")
     ur5 = jaxmb.load_urdf(os.path.join(os.fspath(dist.locate_file(

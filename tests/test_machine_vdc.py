@@ -14,11 +14,20 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import unlisted
 
 import jaxmb
 import jaxmb.algorithms.terms as terms
 from jaxmb.cli import main
 from jaxmb.control.machine_run import closed_loop_run, machine_controller
+from jaxmb.control.summary_keys import (
+    MACHINE,
+    MACHINE_FILES,
+    MONTECARLO,
+    MONTECARLO_FILES,
+    TUNE,
+    TUNE_FILES,
+)
 from jaxmb.control.vdc_control import GAINS
 from jaxmb.io.machine import load_machine
 from jaxmb.models.crane import abcd_reference, crane_chain
@@ -196,6 +205,7 @@ def test_simulate_runs_vdc_on_the_machine_files_task(tmp_path, capsys):
     assert "VDC closed loop on the file's [task], 0.5 s, payload 120 kg" in capsys.readouterr().out
     s = json.loads((out / "summary.json").read_text())
     assert s["success"] and s["machine"] == "knuckle_telescope" and s["payload_kg"] == 120
+    assert set(s) <= set(MACHINE) and not unlisted(out, MACHINE_FILES)  # docs/reference.md
     assert s["controller"] == "sampled at 1000 Hz, zero-order hold" and s["solver"] == "rk4"
     assert max(s["max_joint_error_rad"].values()) < 1e-5
     assert s["max_tool_position_error_m"] < 5e-5  # 1.1e-5 m
@@ -276,6 +286,8 @@ def test_montecarlo_rows_are_the_closed_loops_of_their_sampled_plants(study):
     _, out, machine_file = study
     rows = pq.read_table(out / "results.parquet").to_pydict()
     assert not any(rows["failed"]) and len(rows["sample"]) == 2
+    assert set(json.loads((out / "summary.json").read_text())) <= set(MONTECARLO)
+    assert not unlisted(out, MONTECARLO_FILES)
     assert all(150.0 <= m <= 300.0 for m in rows["body.payload.mass"])
     assert all(0.3 <= d <= 0.7 for d in rows["valve.lift.deadband"])
     assert all(0.001 <= d <= 0.003 for d in rows["valve.lift.delay"])
@@ -317,6 +329,10 @@ def test_tune_writes_gains_that_simulate_loads(study, tmp_path, capsys):
     assert main(["tune", str(tune_cfg), "--out", str(out), "--no-plots", "--quiet"]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["scenario"] == "machine" and s["validation_tuned"]["samples"] == 2
+    assert set(s) == set(TUNE) and not unlisted(out, TUNE_FILES)  # docs/reference.md
+    for v in (out / "validation_tuned", out / "validation_given"):
+        assert set(json.loads((v / "summary.json").read_text())) <= set(MONTECARLO)
+        assert not unlisted(v, MONTECARLO_FILES)
     assert s["validation_tuned"]["extend"]["unit"] == "m"
     assert set(s["validation_tuned"]) >= {"lift", "valve_lift", "extend", "valve_extend"}
     gains = json.loads((out / "gains.json").read_text())["gains"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import hydraulic_tolerance
+from helpers import hydraulic_tolerance, unlisted
 
 from jaxmb import cli
 
@@ -53,7 +53,7 @@ def identified(tmp_path_factory):
 def test_the_example_identified_within_the_issues_tolerances(identified):
     from jaxmb.identification import output_error as oe
     from jaxmb.identification.hydraulic_route import log_columns
-    from jaxmb.identification.summary_keys import HYDRAULIC
+    from jaxmb.identification.summary_keys import HYDRAULIC, HYDRAULIC_FILES
     from jaxmb.io.machine import load_machine
     from jaxmb.io.params_file import apply_hydraulics
 
@@ -61,6 +61,7 @@ def test_the_example_identified_within_the_issues_tolerances(identified):
     assert summary["model"] == "mobile_knuckle"
     # every key the reference explains (docs/reference.md), no other
     assert set(summary) == set(HYDRAULIC) - {"validation_failed"}
+    assert not unlisted(out, HYDRAULIC_FILES)  # and every file it wrote
     assert summary["long_refit"]["choice"] == "yes"
     fitted, truth = summary["parameters"], TRUTH["parameters"]
     # the encoders read right; their offsets, fitted, take in what the fixed mechanics miss
@@ -141,6 +142,7 @@ def test_the_parameter_file_drives_simulate_and_a_study(identified, tmp_path):
     covariance beside it (issue 80 point 2)."""
     from jaxmb.control import study_config
     from jaxmb.control.sampling import leaf_getter
+    from jaxmb.identification.summary_keys import REPLAY, REPLAY_FILES
 
     out, summary = identified
     sim = tmp_path / "replay"
@@ -148,6 +150,7 @@ def test_the_parameter_file_drives_simulate_and_a_study(identified, tmp_path):
             str(out / "params.json"), "--out", str(sim), "--quiet"]  # fmt: skip
     assert cli.main(argv) == 0
     replayed = json.loads((sim / "summary.json").read_text())
+    assert set(replayed) <= set(REPLAY) and not unlisted(sim, REPLAY_FILES)  # docs/reference.md
     for c, r in summary["validation_rmse"][VAL.stem].items():
         assert replayed["rmse"][c] == pytest.approx(r, rel=1e-9), c
     assert (sim / "replay.png").is_file() and (sim / "replay.csv").is_file()
@@ -188,6 +191,8 @@ def test_from_the_logs_to_proved_gains(identified, tmp_path):
     each step hands the next its files."""
     import pyarrow.parquet as pq
 
+    from jaxmb.control.summary_keys import MONTECARLO, MONTECARLO_FILES, TUNE, TUNE_FILES
+
     out, summary = identified
     text = (DATA / "mobile_identified.toml").read_text()
     for shipped, here in (('"machines/mobile_knuckle/mobile_knuckle.toml"', f'"{MACHINE}"'),
@@ -206,6 +211,8 @@ def test_from_the_logs_to_proved_gains(identified, tmp_path):
     quiet = ["--no-plots", "--quiet"]
     assert cli.main(["montecarlo", str(cfg), "--out", str(mc), *quiet]) == 0
     study = json.loads((mc / "study.json").read_text())
+    assert set(json.loads((mc / "summary.json").read_text())) <= set(MONTECARLO)  # the reference
+    assert not unlisted(mc, MONTECARLO_FILES)
     # the identified parameters drawn, the task's payload range hand-set
     assert set(study["parameters"]) - set(summary["parameters"]) == {"body.payload.mass"}
     covariance = out / "covariance.json"
@@ -217,6 +224,8 @@ def test_from_the_logs_to_proved_gains(identified, tmp_path):
         ranked = {r["parameter"] for r in csv.DictReader(f)}
     assert ranked == set(study["parameters"])
     assert cli.main(["tune", str(cfg), "--out", str(tune), *quiet]) == 0
+    assert set(json.loads((tune / "summary.json").read_text())) <= set(TUNE)
+    assert not unlisted(tune, TUNE_FILES)
     changed = json.loads((tune / "summary.json").read_text())["changed"]
     assert set(changed) == {"tolerated_error", "given", "tuned"}
     argv = ["montecarlo", str(cfg), "--gains", str(tune / "gains.json"), "--out", str(mc2)]

@@ -22,9 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import unlisted
 
 from jaxmb.control import study_config
 from jaxmb.control.montecarlo import chunk_runner, run_study
+from jaxmb.control.summary_keys import MONTECARLO, MONTECARLO_FILES
 from jaxmb.simulation import simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,6 +246,8 @@ def test_a_killed_study_resumes_to_the_same_file(arm, reference_run, capsys):
     _compare(final, ref, exact=True)
     # the report of the resumed study
     summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) <= set(MONTECARLO)  # docs/reference.md
+    assert not unlisted(out, MONTECARLO_FILES)
     assert summary["samples"] == 6 and summary["failed"] == 0
     assert 0.0 <= summary["fraction_within_bound"] <= 1.0
     assert set(summary["fraction_kappa_exceeds_dbar"]) == {"phi", "theta", "delta"}
@@ -324,7 +328,8 @@ def test_report_plots(arm, reference_run):
     from jaxmb.control.mc_report import write_mc_report
 
     out, table = reference_run
-    write_mc_report(out, table, arm["study"])
+    assert set(write_mc_report(out, table, arm["study"])) <= set(MONTECARLO)
+    assert not unlisted(out, MONTECARLO_FILES)  # docs/reference.md
     for f in ("error_distributions.png", "errors_vs_bounds.png", "worst_cases.png"):
         assert (out / f).stat().st_size > 10_000
 

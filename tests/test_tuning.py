@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import unlisted
 
-from jaxmb.control import study_config
+from jaxmb.control import study_config, summary_keys
 from jaxmb.control.tuning import (
     GAIN_NAMES,
     ROBUST,
@@ -176,11 +177,14 @@ def test_tune_cli_writes_gains_that_simulate_and_montecarlo_load(tmp_path, capsy
     hist = (out / "history.csv").read_text().splitlines()
     assert len(hist) == 3  # header + 2 steps
     summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) <= set(summary_keys.TUNE)  # docs/reference.md
+    assert not unlisted(out, summary_keys.TUNE_FILES)
     assert summary["tuning"]["steps"] == 2
     for name in ("validation_tuned", "validation_given"):
         v = summary[name]
         assert v["samples"] == 2 and set(v) >= {"phi", "theta", "delta"}
         assert (out / name / "results.parquet").exists()
+        assert not unlisted(out / name, summary_keys.MONTECARLO_FILES)
     assert (out / "comparison.png").stat().st_size > 10_000
     # the given gains are Table II: eq. (25) fails for theta and delta there, as measured
     assert not summary["validation_given"]["theta"]["kappa_exceeds_dbar"]
@@ -204,6 +208,7 @@ def test_tune_cli_writes_gains_that_simulate_and_montecarlo_load(tmp_path, capsy
     assert main(["simulate", "--gains", str(out / "gains.json"), "--t-final", "0.5",
                  "--out", str(sim), "--quiet", "--no-plots"]) == 0  # fmt: skip
     report = json.loads((sim / "summary.json").read_text())
+    assert set(report) == set(summary_keys.ROBUST)
     np.testing.assert_allclose(list(report["kappa"].values()), gains["gains"]["kappa"])
     with pytest.raises(SystemExit, match="gains file"):
         main(["simulate", "--gains", str(cfg), "--out", str(sim)])
