@@ -417,55 +417,9 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         MachineFileError: naming the file, table and key (module docstring)."""
     path = machine_path(path)
     where = _Where(path)
-    if path.suffix.lower() != ".toml":
-        raise MachineFileError(f"machine file {path}: expected a .toml file")
-    if not path.is_file():
-        raise MachineFileError(f"machine file {path}: no such file")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise MachineFileError(f"machine file {path}: not valid TOML: {e}") from None
-    for k in doc:
-        if k not in _TABLES:
-            raise where.error(k, None, f"unknown table; expected {sorted(_TABLES)}")
-
-    m = where.table(doc, "machine", _TABLES["machine"])
-    name = where.string(m, "machine", "name")
-    urdf_path = path.parent / where.string(m, "machine", "urdf")
-    if not urdf_path.is_file():
-        raise where.error("machine", "urdf", f"no such file {str(urdf_path)!r}")
-    gravity = where.vector(m, "machine", "gravity", default=(0.0, 0.0, -9.81), unit="m/s^2")
-    try:
-        tree = load_urdf(urdf_path, mimic=True)
-    except UrdfError as e:
-        raise MachineFileError(f"machine file {path}: [machine] key 'urdf': {e}") from None
-    tree = Model(tree.frames, tree.bodies, gravity, tree.coordinate_map, tree.augmented_names)
-    root = _urdf_root(urdf_path)
-    links = {f.name for f in tree.frames} | {root, WORLD}
-
-    def link(table: str, key: str, value) -> str:
-        if not isinstance(value, str) or value not in links:
-            raise where.error(
-                table, key, f"no link {value!r} in {urdf_path.name}; links are {sorted(links)}"
-            )
-        return WORLD if value == root else value
-
-    h = where.table(doc, "hydraulics", _TABLES["hydraulics"])
-    p_s = where.number(h, "hydraulics", "supply_pressure", low=0, unit="Pa")
-    p_r = where.number(h, "hydraulics", "return_pressure", low=0, strict=False, unit="Pa")
-    if not p_s > p_r:
-        raise where.error(
-            "hydraulics",
-            "supply_pressure",
-            f"must exceed return_pressure ({p_r:g} Pa), got {p_s:g}",
-        )
-    beta = where.number(h, "hydraulics", "bulk_modulus", low=0, unit="Pa")
-    logged = tuple(
-        name
-        for name, key in (("p_s", "supply_from_log"), ("p_r", "return_from_log"))
-        if where.flag(h, "hydraulics", key)
-    )
-
+    doc = _document(path, where)
+    name, urdf_path, tree, link = _machine_table(path, where, doc)
+    p_s, p_r, beta, logged = _hydraulics_table(where, doc)
     cyl_doc = where.table(doc, "cylinders", None)
     if not cyl_doc:
         raise where.error("cylinders", None, "expected at least one cylinder table")
@@ -475,24 +429,7 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         for c, t in _tables(where, cyl_doc, "cylinders")
     }
     valves = _valves(where, valves_doc, cylinders, p_s, p_r)
-
-    # the payload: a point mass body, a leaf at any mass
-    pay = where.table(doc, "payload", _TABLES["payload"], required=False)
-    payload_info = None
-    if pay is not None:
-        mass = where.number(pay, "payload", "mass", low=0, strict=False, unit="kg")
-        plink = link("payload", "link", pay.get("link"))
-        com = where.vector(pay, "payload", "com", default=(0.0, 0.0, 0.0), unit="m")
-        if plink == WORLD:
-            raise where.error("payload", "link", "the payload must ride on a moving link")
-        payload_info = Payload(mass, plink, com)
-    elif payload is not None:
-        raise where.error("payload", None, "missing table; the payload option needs one")
-    if payload is not None:
-        if not (isinstance(payload, int | float) and math.isfinite(payload) and payload >= 0):
-            raise ValueError(f"load_machine: payload must be a number >= 0 kg, got {payload!r}")
-        payload_info = Payload(float(payload), payload_info.link, payload_info.com)
-
+    payload_info = _payload_table(where, doc, link, payload)
     model = _mechanics(where, tree, cylinders, payload_info, cylinder_bodies)
 
     actuators = [
@@ -517,6 +454,92 @@ def load_machine(path, *, payload: float | None = None, cylinder_bodies: bool = 
         urdf_path=urdf_path,
         rate=rate,
     )
+
+
+def _document(path: Path, where: _Where) -> dict:
+    """The machine file's TOML document, its tables known ones."""
+    if path.suffix.lower() != ".toml":
+        raise MachineFileError(f"machine file {path}: expected a .toml file")
+    if not path.is_file():
+        raise MachineFileError(f"machine file {path}: no such file")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise MachineFileError(f"machine file {path}: not valid TOML: {e}") from None
+    for k in doc:
+        if k not in _TABLES:
+            raise where.error(k, None, f"unknown table; expected {sorted(_TABLES)}")
+    return doc
+
+
+def _machine_table(path: Path, where: _Where, doc: dict):
+    """``(name, URDF path, tree, link)`` of ``[machine]``: the URDF's tree under the file's
+    gravity, and ``link(table, key, value)``, a link name checked against the URDF (its root
+    is the world)."""
+    m = where.table(doc, "machine", _TABLES["machine"])
+    name = where.string(m, "machine", "name")
+    urdf_path = path.parent / where.string(m, "machine", "urdf")
+    if not urdf_path.is_file():
+        raise where.error("machine", "urdf", f"no such file {str(urdf_path)!r}")
+    gravity = where.vector(m, "machine", "gravity", default=(0.0, 0.0, -9.81), unit="m/s^2")
+    try:
+        tree = load_urdf(urdf_path, mimic=True)
+    except UrdfError as e:
+        raise MachineFileError(f"machine file {path}: [machine] key 'urdf': {e}") from None
+    tree = Model(tree.frames, tree.bodies, gravity, tree.coordinate_map, tree.augmented_names)
+    root = _urdf_root(urdf_path)
+    links = {f.name for f in tree.frames} | {root, WORLD}
+
+    def link(table: str, key: str, value) -> str:
+        if not isinstance(value, str) or value not in links:
+            raise where.error(
+                table, key, f"no link {value!r} in {urdf_path.name}; links are {sorted(links)}"
+            )
+        return WORLD if value == root else value
+
+    return name, urdf_path, tree, link
+
+
+def _hydraulics_table(where: _Where, doc: dict):
+    """``(supply pressure, return pressure, bulk modulus, pressures read from the log)`` of
+    ``[hydraulics]``."""
+    h = where.table(doc, "hydraulics", _TABLES["hydraulics"])
+    p_s = where.number(h, "hydraulics", "supply_pressure", low=0, unit="Pa")
+    p_r = where.number(h, "hydraulics", "return_pressure", low=0, strict=False, unit="Pa")
+    if not p_s > p_r:
+        raise where.error(
+            "hydraulics",
+            "supply_pressure",
+            f"must exceed return_pressure ({p_r:g} Pa), got {p_s:g}",
+        )
+    beta = where.number(h, "hydraulics", "bulk_modulus", low=0, unit="Pa")
+    logged = tuple(
+        name
+        for name, key in (("p_s", "supply_from_log"), ("p_r", "return_from_log"))
+        if where.flag(h, "hydraulics", key)
+    )
+    return p_s, p_r, beta, logged
+
+
+def _payload_table(where: _Where, doc: dict, link, payload: float | None) -> Payload | None:
+    """``[payload]``: a point mass body on a moving link, a leaf at any mass; ``payload``
+    (kg) overrides its mass (and needs the table)."""
+    pay = where.table(doc, "payload", _TABLES["payload"], required=False)
+    payload_info = None
+    if pay is not None:
+        mass = where.number(pay, "payload", "mass", low=0, strict=False, unit="kg")
+        plink = link("payload", "link", pay.get("link"))
+        com = where.vector(pay, "payload", "com", default=(0.0, 0.0, 0.0), unit="m")
+        if plink == WORLD:
+            raise where.error("payload", "link", "the payload must ride on a moving link")
+        payload_info = Payload(mass, plink, com)
+    elif payload is not None:
+        raise where.error("payload", None, "missing table; the payload option needs one")
+    if payload is not None:
+        if not (isinstance(payload, int | float) and math.isfinite(payload) and payload >= 0):
+            raise ValueError(f"load_machine: payload must be a number >= 0 kg, got {payload!r}")
+        payload_info = Payload(float(payload), payload_info.link, payload_info.com)
+    return payload_info
 
 
 def _task(where: _Where, doc: Mapping, plant) -> Task | None:
