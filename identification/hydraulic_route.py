@@ -226,36 +226,10 @@ def identify_hydraulic(
     if long not in long_refit.CHOICES:
         raise ValueError(f"--long-refit: expected one of {long_refit.CHOICES}, got {long!r}")
     paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
-    if window is not None and len(paths) > 1:
-        raise ValueError(
-            "--window: selects a span of one fit log; with several, cut each log to its span"
-        )
-    required = required_signals(machine.plant)
-    # every log is read and checked before anything compiles
-    logs = {Path(p).stem: _read(machine, p, required) for p in paths}
-    if len(logs) > 1:
-        check_campaign({stem: log for stem, (log, _) in logs.items()})
-    vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
-    for p in paths:
-        log = logs[Path(p).stem][0]
-        check_cutoff(mech.CUTOFF if cutoff is None else cutoff, log.t, Path(p).name)
-        check_uniform(log, Path(p).name)
-    fit_log = window_option(logs[Path(paths[0]).stem][0], window, Path(paths[0]).name)
-    check_uniform(fit_log, Path(paths[0]).name)
-    for v in validate:
-        check_uniform(vlogs[Path(v).stem][0], Path(v).name)
-    # each log long enough for what is asked of it, named by its length (`log_length`)
-    given = (mechanics, leakage, offsets, encoder_offsets)
-    choosing = "auto" in given or (
-        valve_effects == "auto" and choice.effect_selectors(machine.plant)
-    )
-    check_fit_lengths(
-        {Path(p).name: logs[Path(p).stem][0] for p in paths}, window=window,
-        cutoff=mech.CUTOFF if cutoff is None else cutoff, segment_time=segment_time,
-        choosing=bool(choosing),
+    logs, vlogs, fit_log = _read_logs(
+        machine, paths, validate, window=window, cutoff=cutoff, segment_time=segment_time,
+        choosing=_choosing(machine, mechanics, leakage, valve_effects, offsets, encoder_offsets),
     )  # fmt: skip
-    for v in validate:
-        check_validation_length(vlogs[Path(v).stem][0], Path(v).name, segment_time=segment_time)
     fit = _fit(
         machine, logs, fit_log, progress, window=window, segment_time=segment_time,
         friction=friction, leakage=leakage, max_evaluations=max_evaluations,
@@ -266,7 +240,61 @@ def identify_hydraulic(
     summary = _write_fit(name, machine, fit, out, paths, validate, segment_time)
     summary["validation"] = "pending: the fit is written; the validation logs replay next"
     save(summary)
-    series = {f"fit_{stem}": pred for stem, pred in fit.pred.items()}
+    checks, failed = _validate(machine, fit, vlogs, progress, segment_time)
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
+    progress("writing the report")
+    summary.update(_validation_report(out, fit, checks, plant=fit.res.plant))
+    if failed:
+        summary["validation_failed"] = failed
+    summary["plots"] = _plots(out, fit, checks)
+    return summary
+
+
+def _choosing(machine, mechanics, leakage, valve_effects, offsets, encoder_offsets) -> bool:
+    """Whether any structure is left to the held-out data (``"auto"``), which then needs
+    held-out segments."""
+    given = (mechanics, leakage, offsets, encoder_offsets)
+    return "auto" in given or bool(
+        valve_effects == "auto" and choice.effect_selectors(machine.plant)
+    )
+
+
+def _read_logs(machine, paths, validate, *, window, cutoff, segment_time, choosing: bool):
+    """``(fit logs, validation logs, the first fit log in its window)``, every log read and
+    checked before anything compiles: its columns (`_read`), a campaign's logs against each
+    other, its sampling, and its length against what is asked of it (`log_length`), each
+    refused by name. The logs are ``{stem: (log, columns)}``."""
+    if window is not None and len(paths) > 1:
+        raise ValueError(
+            "--window: selects a span of one fit log; with several, cut each log to its span"
+        )
+    required = required_signals(machine.plant)
+    logs = {Path(p).stem: _read(machine, p, required) for p in paths}
+    if len(logs) > 1:
+        check_campaign({stem: log for stem, (log, _) in logs.items()})
+    vlogs = {Path(v).stem: _read(machine, v, required) for v in validate}
+    stage1_cutoff = mech.CUTOFF if cutoff is None else cutoff
+    for p in paths:
+        log = logs[Path(p).stem][0]
+        check_cutoff(stage1_cutoff, log.t, Path(p).name)
+        check_uniform(log, Path(p).name)
+    fit_log = window_option(logs[Path(paths[0]).stem][0], window, Path(paths[0]).name)
+    check_uniform(fit_log, Path(paths[0]).name)
+    for v in validate:
+        check_uniform(vlogs[Path(v).stem][0], Path(v).name)
+    check_fit_lengths(
+        {Path(p).name: logs[Path(p).stem][0] for p in paths}, window=window,
+        cutoff=stage1_cutoff, segment_time=segment_time, choosing=choosing,
+    )  # fmt: skip
+    for v in validate:
+        check_validation_length(vlogs[Path(v).stem][0], Path(v).name, segment_time=segment_time)
+    return logs, vlogs, fit_log
+
+
+def _validate(machine, fit, vlogs, progress, segment_time):
+    """``(checks, failed)``: each validation log's free-run replay (`validate_log`) by its
+    stem, and the error of each whose replay failed; one log's failure does not stop the
+    others."""
     checks, failed = {}, {}
     for stem, (vlog, vcols) in vlogs.items():
         compile_cache.relieve()  # between stages (`compile_cache.relieve`)
@@ -275,18 +303,20 @@ def identify_hydraulic(
             checks[stem] = validate_log(machine, fit, vlog, vcols, segment_time)
         except Exception as err:  # noqa: BLE001 - any failure of one log is reported, not lost
             failed[stem] = f"{type(err).__name__}: {err}"
-            continue
-        series[f"validation_{stem}"] = checks[stem]["free"]
-        series[f"validation_{stem}_nominal"] = checks[stem]["free_nominal"]
-    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-    progress("writing the report")
-    summary.update(_validation_report(out, fit, checks, plant=fit.res.plant))
-    if failed:
-        summary["validation_failed"] = failed
+    return checks, failed
+
+
+def _plots(out: Path, fit, checks) -> list:
+    """The fit's segment-wise predictions and each validation log's free runs (identified
+    and nominal) against the measured signals, in display units; the files written."""
+    series = {f"fit_{stem}": pred for stem, pred in fit.pred.items()}
+    for stem, check in checks.items():
+        series[f"validation_{stem}"] = check["free"]
+        series[f"validation_{stem}_nominal"] = check["free_nominal"]
     kinds = schema_for(fit.res.plant).kinds
     signals = tuple(fit.noise)
     display = {c: DISPLAY.get(kinds[c], ("", 1.0)) for c in signals}
-    summary["plots"] = report.series_plots(
+    return report.series_plots(
         out,
         {
             tag: (
@@ -300,7 +330,6 @@ def identify_hydraulic(
         unit=[display[c][0] for c in signals],
         scale=[display[c][1] for c in signals],
     )
-    return summary
 
 
 def _fit(
@@ -489,10 +518,66 @@ def _write_fit(
 ) -> dict:
     """``parameters.csv``, ``mechanics.csv``, ``base_parameters.csv`` and ``params.json`` of a
     finished fit, before any validation; returns the summary's entries of the fit."""
-    res, spec, held, stage1 = fit.res, fit.spec, fit.held, fit.stage1
+    res, stage1 = fit.res, fit.stage1
     report.refuse_non_finite(res.values, "the identified parameters")
     report.refuse_non_finite(res.std, "the identified parameters' std", allow_inf=True)
     out.mkdir(parents=True, exist_ok=True)
+    rows = _parameter_rows(fit)
+    report.write_table(out / "parameters.csv", rows)
+    mechanics_summary = _mechanics_report(out, stage1)
+    _write_covariance(out / COVARIANCE, fit, rows)
+    _write_params(out / "params.json", name, machine, fit, rows, paths, validate)
+    J = res.jacobian
+    n = np.linalg.norm(J, axis=0)
+    s = np.linalg.svd(J / np.where(n > 0, n, 1), compute_uv=False)
+    return {
+        "route": "output error",
+        "method": _method_text(segment_time, fit.long_report, res.bandwidth),
+        "method_key": "output_error",
+        "machine_file": str(machine.path),
+        "condition_number": float(s[0] / s[-1]),
+        "parameters": {r["parameter"]: r["value"] for r in rows},
+        # relative standard deviation above 20 % (an additive one's std above its step: a
+        # transducer's offset 1 bar, a centre's 0.1 m): the log does not determine these
+        "poorly_identified": [r["parameter"] for r in rows if _poorly(r)],
+        "cost_initial": res.cost0,
+        "cost_final": res.cost,
+        "evaluations": res.n_evaluations,
+        "conditions": fit.conditions,
+        "payload": _payload_summary(stage1, fit.values, fit.stds),
+        "mechanics": {**mechanics_summary, "stage2": fit.choices["mechanics"]},
+        "leakage": fit.choices["leakage"],
+        "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
+        "offsets": {**fit.choices["offsets"], "stage1": fit.stage1_offsets},
+        "encoder_offsets": fit.choices["encoder_offsets"],
+        "long_refit": fit.long_report,
+        "fit_rmse": _pooled_rmse(fit.pred),
+        "fit_rmse_nominal": _pooled_rmse(fit.nominal),
+        # each fit log's conditions and segment-wise prediction
+        "fit_logs": {
+            stem: {
+                **fit.logs[stem],
+                "duration_s": float(p["t"][-1] - p["t"][0]),
+                "fit_rmse": p["rmse"],
+                "fit_rmse_nominal": fit.nominal[stem]["rmse"],
+            }
+            for stem, p in fit.pred.items()
+        },  # fmt: skip
+        "segment_time_s": segment_time,
+        # each signal's residual scale (SI): its RMS residual once pilots and rescaling
+        # agree, i.e. its noise level against the model (maximum likelihood with unknown
+        # noise variances)
+        "residual_scales": fit.noise,
+        "samples": int(sum(len(p["t"]) for p in fit.pred.values())),
+    }
+
+
+def _parameter_rows(fit: _Fit) -> list[dict]:
+    """``parameters.csv``'s rows: each parameter stage 2 fitted or the long refit held, its
+    value, std, relative std, 95 % interval (log-normal; normal for an additive one, a centre
+    coordinate or an offset, which may take either sign), the machine file's value and stage
+    1's."""
+    res, spec, held = fit.res, fit.spec, fit.held
     sd = np.sqrt(np.clip(np.diag(res.covariance), 0, None))
     sd[[not np.isfinite(res.std[n]) for n in res.names]] = np.inf  # undetermined: [0, inf]
     every = (*spec.names, *held)
@@ -518,11 +603,16 @@ def _write_fit(
                 "stage1": float(start_values[n]),
             }
         )
-    report.write_table(out / "parameters.csv", rows)
-    mechanics_summary = _mechanics_report(out, stage1)
-    _write_covariance(out / COVARIANCE, fit, rows)
+    return rows
+
+
+def _write_params(path: Path, name: str, machine: Machine, fit: _Fit, rows, paths, validate):
+    """``params.json`` (`jaxmb.io.params_file`): the identified plant, stage 1's and stage 2's
+    estimates with their stds, the payload, and where they came from (the logs, their
+    conditions, the machine file's digest)."""
+    res, stage1 = fit.res, fit.stage1
     params_file.write_params(
-        out / "params.json",
+        path,
         model_name=name,
         method="output error, multiple shooting",
         model=res.plant.model,
@@ -549,13 +639,12 @@ def _write_fit(
         },  # fmt: skip
         covariance=COVARIANCE,
     )
-    J = res.jacobian
-    n = np.linalg.norm(J, axis=0)
-    s = np.linalg.svd(J / np.where(n > 0, n, 1), compute_uv=False)
-    long_report = fit.long_report
-    return {
-        "route": "output error",
-        "method": "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
+
+
+def _method_text(segment_time: float, long_report: dict, bandwidth) -> str:
+    """How stage 2 fitted, in words (``summary.json``'s ``method``)."""
+    return (
+        "output error by multiple shooting (RK4 1 ms, forward-mode Jacobian, "
         f"trust-region least squares), {segment_time:g} s segments, each from the state "
         "fitted to the samples just after its start, each signal weighted by its noise level"
         + (
@@ -566,44 +655,8 @@ def _write_fit(
             else ""
         )
         + "; covariance: Newey & West's sandwich for residuals correlated in time, Bartlett "
-        f"bandwidth {res.bandwidth} residual samples (identification.newey_west)",
-        "method_key": "output_error",
-        "machine_file": str(machine.path),
-        "condition_number": float(s[0] / s[-1]),
-        "parameters": {r["parameter"]: r["value"] for r in rows},
-        # relative standard deviation above 20 % (an additive one's std above its step: a
-        # transducer's offset 1 bar, a centre's 0.1 m): the log does not determine these
-        "poorly_identified": [r["parameter"] for r in rows if _poorly(r)],
-        "cost_initial": res.cost0,
-        "cost_final": res.cost,
-        "evaluations": res.n_evaluations,
-        "conditions": fit.conditions,
-        "payload": _payload_summary(stage1, fit.values, fit.stds),
-        "mechanics": {**mechanics_summary, "stage2": fit.choices["mechanics"]},
-        "leakage": fit.choices["leakage"],
-        "valve_effects": {k: fit.choices[k] for k in choice.EFFECTS},
-        "offsets": {**fit.choices["offsets"], "stage1": fit.stage1_offsets},
-        "encoder_offsets": fit.choices["encoder_offsets"],
-        "long_refit": long_report,
-        "fit_rmse": _pooled_rmse(fit.pred),
-        "fit_rmse_nominal": _pooled_rmse(fit.nominal),
-        # each fit log's conditions and segment-wise prediction
-        "fit_logs": {
-            stem: {
-                **fit.logs[stem],
-                "duration_s": float(p["t"][-1] - p["t"][0]),
-                "fit_rmse": p["rmse"],
-                "fit_rmse_nominal": fit.nominal[stem]["rmse"],
-            }
-            for stem, p in fit.pred.items()
-        },  # fmt: skip
-        "segment_time_s": segment_time,
-        # each signal's residual scale (SI): its RMS residual once pilots and rescaling
-        # agree, i.e. its noise level against the model (maximum likelihood with unknown
-        # noise variances)
-        "residual_scales": fit.noise,
-        "samples": int(sum(len(p["t"]) for p in fit.pred.values())),
-    }
+        f"bandwidth {bandwidth} residual samples (identification.newey_west)"
+    )
 
 
 def _pooled_rmse(preds: Mapping[str, dict]) -> dict:
