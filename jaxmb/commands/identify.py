@@ -41,26 +41,7 @@ def identify_cmd(args: argparse.Namespace) -> int:
     setup_devices(args)
     from jaxmb.identification.identify import identify
 
-    terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
-    drives = None
-    if args.gear_ratios is not None or args.torque_constants is not None:
-        from jaxmb.identification.rigid import Drives
-
-        try:
-            drives = Drives(
-                parse_mapping(args.gear_ratios, "gear-ratios"),
-                parse_mapping(args.torque_constants, "torque-constants"),
-            )
-        except ValueError as err:
-            raise SystemExit(f"jaxmb identify: {err}") from None
-    window = None
-    if args.window is not None:
-        w = parse_vector(args.window, "window", 2)
-        if not w[0] < w[1]:
-            raise SystemExit(
-                f"jaxmb identify: --window: expected T0,T1 with T0 < T1, got {args.window!r}"
-            )
-        window = (float(w[0]), float(w[1]))
+    terms, drives, window = _parsed(args)
     options = {} if terms is None else {"terms": terms}
     print(f"jaxmb identify: {', '.join(map(str, log))} with model {args.model!r} -> {out}/")
     try:
@@ -89,6 +70,39 @@ def identify_cmd(args: argparse.Namespace) -> int:
         )
     except ValueError as err:
         raise SystemExit(f"jaxmb identify: {err}") from None
+    _print_summary(summary)
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _parsed(args: argparse.Namespace):
+    """``(terms, drives, window)`` from their options' text, each refused by its option."""
+    terms = tuple(t for t in args.terms.split(",") if t) if args.terms is not None else None
+    drives = None
+    if args.gear_ratios is not None or args.torque_constants is not None:
+        from jaxmb.identification.rigid import Drives
+
+        try:
+            drives = Drives(
+                parse_mapping(args.gear_ratios, "gear-ratios"),
+                parse_mapping(args.torque_constants, "torque-constants"),
+            )
+        except ValueError as err:
+            raise SystemExit(f"jaxmb identify: {err}") from None
+    window = None
+    if args.window is not None:
+        w = parse_vector(args.window, "window", 2)
+        if not w[0] < w[1]:
+            raise SystemExit(
+                f"jaxmb identify: --window: expected T0,T1 with T0 < T1, got {args.window!r}"
+            )
+        window = (float(w[0]), float(w[1]))
+    return terms, drives, window
+
+
+def _print_summary(summary: dict) -> None:
+    """The identification's few lines: route and method, the condition number, the fit's and
+    each validation log's RMSE, and a warning for each log the model does not fit."""
     print(f"route: {summary['route']}, method: {summary['method']}")
     print(f"condition number {summary['condition_number']:.4g}")
     print("fit RMSE: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["fit_rmse"].items()))
@@ -121,8 +135,6 @@ def identify_cmd(args: argparse.Namespace) -> int:
             print(f"identified URDF: {urdf['why']}")
         for line in urdf.get("not_in_file", ()):
             print(f"identified URDF {urdf['file']}: {line}")
-    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
-    return 0
 
 
 def add_parser(sub) -> None:
