@@ -143,30 +143,8 @@ def simulate_sampled(
             under vmap). Called outside any trace, the scan runs in chunks of one compiled
             program (`_scan_in_chunks`), the same intervals in the same order.
     """
-    steps = int(round(t_final / h))
-    if not (h > 0 and steps >= 1 and abs(steps * h - t_final) <= 1e-9 * max(t_final, 1.0)):
-        raise ValueError(
-            f"simulate_sampled: t_final ({t_final} s) must be a positive whole number of "
-            f"sampling intervals h ({h} s)"
-        )
+    steps, q0, qd0 = _checked_inputs(plant, controller, q0, qd0, h, t_final)
     actuated = isinstance(plant, AbstractPlant)
-    if not actuated and not isinstance(plant, Model | ConstrainedSystem):
-        raise TypeError(
-            "simulate_sampled: plant: expected a Model, a ConstrainedSystem or an "
-            f"AbstractPlant, got {type(plant).__name__}"
-        )
-    if not callable(controller):
-        raise TypeError(
-            f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
-        )
-    n = plant.n
-    q0, qd0 = (
-        jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
-        for k, x in (("q0", q0), ("qd0", qd0))
-    )
-    for name, x in (("q0", q0), ("qd0", qd0)):
-        if x.shape != (n,):
-            raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
     if actuated:
         y0, scale = start_state(plant, q0, qd0, actuator_state0)
         scale = jax.lax.stop_gradient(scale)
@@ -184,16 +162,7 @@ def simulate_sampled(
         impact, zero_jump, None, rtol, atol, max_steps, event_tol, steps,
     )  # fmt: skip
 
-    u0 = saved_shape(_command_shape, loop, ts[0], y0)
-    if actuated and u0.shape != (len(plant.command_names),):
-        raise ValueError(
-            f"simulate_sampled: the controller returns shape {u0.shape}, expected "
-            f"({len(plant.command_names)},) (commands {plant.command_names})"
-        )
-    if not actuated and u0.shape != (n,):
-        raise ValueError(
-            f"simulate_sampled: the controller returns shape {u0.shape}, expected ({n},)"
-        )
+    _check_command(plant, saved_shape(_command_shape, loop, ts[0], y0))
 
     chunked = progress and not _traced(q0, qd0, ts)
     if progress and not chunked:  # inside a trace: the bar is a host callback in the loop
@@ -220,6 +189,51 @@ def simulate_sampled(
         return call_compiled(eqx.filter_closure_convert(finish, carry, outs), carry, outs)
     carry, outs = jax.lax.scan(lambda c, x: loop.interval(c, x), carry0, xs)  # not hashable
     return _finish(carry, outs, carry0, ts, impact, plant, actuated)
+
+
+def _checked_inputs(plant, controller, q0, qd0, h: float, t_final: float):
+    """``(steps, q0, qd0)`` of `simulate_sampled`: a whole number of sampling intervals, a
+    plant and controller of the kinds it takes, the start state as float arrays of the
+    plant's shape; refused by name otherwise."""
+    steps = int(round(t_final / h))
+    if not (h > 0 and steps >= 1 and abs(steps * h - t_final) <= 1e-9 * max(t_final, 1.0)):
+        raise ValueError(
+            f"simulate_sampled: t_final ({t_final} s) must be a positive whole number of "
+            f"sampling intervals h ({h} s)"
+        )
+    if not isinstance(plant, AbstractPlant | Model | ConstrainedSystem):
+        raise TypeError(
+            "simulate_sampled: plant: expected a Model, a ConstrainedSystem or an "
+            f"AbstractPlant, got {type(plant).__name__}"
+        )
+    if not callable(controller):
+        raise TypeError(
+            f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
+        )
+    n = plant.n
+    q0, qd0 = (
+        jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
+        for k, x in (("q0", q0), ("qd0", qd0))
+    )
+    for name, x in (("q0", q0), ("qd0", qd0)):
+        if x.shape != (n,):
+            raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
+    return steps, q0, qd0
+
+
+def _check_command(plant, u0) -> None:
+    """Refuse a controller whose command has not the plant's shape: its commands, or the
+    generalized forces of a mechanical plant."""
+    n, actuated = plant.n, isinstance(plant, AbstractPlant)
+    if actuated and u0.shape != (len(plant.command_names),):
+        raise ValueError(
+            f"simulate_sampled: the controller returns shape {u0.shape}, expected "
+            f"({len(plant.command_names)},) (commands {plant.command_names})"
+        )
+    if not actuated and u0.shape != (n,):
+        raise ValueError(
+            f"simulate_sampled: the controller returns shape {u0.shape}, expected ({n},)"
+        )
 
 
 class _SampledLoop(eqx.Module):
