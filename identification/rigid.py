@@ -408,22 +408,9 @@ def identify_rigid(
     them: the cutoff from the motion's bandwidth (`cutoff_choice.choose_cutoff`), the width
     from the filtered velocity's noise (`coulomb_width.choose_coulomb_width`); the result
     records both and the rules' reports (``choices``). See the module docstring."""
+    _check_options(model, log, drives, cutoff, stride, edge, coulomb_width, stribeck_velocity,
+                   terms, method)  # fmt: skip
     where = "identify_rigid"
-    check_type(model, Model, f"{where}: model")
-    _check_logs(log, f"{where}: log (read a file with jaxmb.identification.read_log)")
-    check_type(drives, (Drives, type(None)), f"{where}: drives")
-    if cutoff is not None:
-        check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
-    check_number(stride, f"{where}: stride", integer=True, at_least=1)
-    if edge is not None:
-        check_number(edge, f"{where}: edge (s)", at_least=0)
-    if coulomb_width is not None:
-        check_number(coulomb_width, f"{where}: coulomb_width (rad/s)", above=0)
-    check_number(stribeck_velocity, f"{where}: stribeck_velocity (rad/s)", above=0)
-    if isinstance(terms, str):
-        raise TypeError(f"{where}: terms: expected a sequence of term names, got str {terms!r}")
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     terms = tuple(terms)
     segments = [log] if isinstance(log, Log) else list(log)
     choices = {}
@@ -445,16 +432,8 @@ def identify_rigid(
     names = rg.parameter_names(model, terms)
     forces = dict(forces or {})
     known = dict(known_forces or {})
-    # parallel filtering (Gautier (1997)): the same zero-phase low-pass on both sides of
-    # y = W pi keeps the equation exact for the linear filter, removes the noise above the
-    # cutoff from y, and filters the regressor's sharp columns (smoothed sign(qd)) like the
-    # torque they explain, instead of comparing a filtered torque with an unfiltered column
-    T, n, p = W.shape
-    W = s.lowpass(W.reshape(T, n * p), cutoff).reshape(T, n, p)[s.index]
-    y = s.lowpass(y, cutoff)[s.index]
-    W = W.reshape(-1, p)
+    W, y = _parallel_filtered(s, W, y, cutoff)
     names = names + tuple(f"{k}.scale" for k in forces)
-    y = y.reshape(-1)
     if W.shape[0] <= len(names):
         raise ValueError(
             f"log: {s.index.size} samples x {model.n} equations = {W.shape[0]} rows for "
@@ -472,26 +451,7 @@ def identify_rigid(
     pi0 = np.concatenate(
         [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
     )
-    K = np.asarray(base.K)
-    if method == "consistent":
-        nb = len(model.bodies)
-        Y_in, Y_ex = W[:, : 10 * nb], W[:, 10 * nb :]
-        w = 1.0 / fit.row_sigma[groups] if method != "ols" else None
-        prior = inertial_parameters(model)
-        res = cons.fit_consistent(
-            jnp.asarray(Y_in),
-            jnp.asarray(y),
-            theta0=cons.parameters_to_log_cholesky(prior),
-            extra0=jnp.asarray(pi0[10 * nb :]),
-            Y_extra=jnp.asarray(Y_ex),
-            weights=None if w is None else jnp.asarray(w),
-            prior=prior,
-            prior_weight=prior_weight,
-        )
-        pi = np.concatenate([np.asarray(res.pi).ravel(), np.asarray(res.extra)])
-    else:
-        # the standard parameters nearest the prior that reproduce the base estimate
-        pi = pi0 + np.linalg.pinv(K) @ (fit.theta - K @ pi0)
+    pi = _standard_estimate(model, W, y, fit, base, groups, pi0, method, prior_weight)
     inertial, joint = _split(names, terms, model, pi)
     scales = {k: float(v) for k, v in zip(forces, pi[len(pi) - len(forces) :], strict=True)}
     consistent = {
@@ -523,6 +483,66 @@ def identify_rigid(
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
                              if method != "ols" else Wb, base.base_names),
     )  # fmt: skip
+
+
+def _parallel_filtered(s, W, y, cutoff: float):
+    """``(W, y)`` stacked into rows after parallel filtering (Gautier (1997)): the same
+    zero-phase low-pass on both sides of y = W pi keeps the equation exact for the linear
+    filter, removes the noise above the cutoff from y, and filters the regressor's sharp
+    columns (smoothed sign(qd)) like the torque they explain, instead of comparing a filtered
+    torque with an unfiltered column; the rows kept are the samples' (``s.index``)."""
+    T, n, p = W.shape
+    W = s.lowpass(W.reshape(T, n * p), cutoff).reshape(T, n, p)[s.index]
+    y = s.lowpass(y, cutoff)[s.index]
+    return W.reshape(-1, p), y.reshape(-1)
+
+
+def _check_options(model, log, drives, cutoff, stride, edge, coulomb_width, stribeck_velocity,
+                   terms, method) -> None:  # fmt: skip
+    """Refuse `identify_rigid`'s arguments that are not what it takes, by name."""
+    where = "identify_rigid"
+    check_type(model, Model, f"{where}: model")
+    _check_logs(log, f"{where}: log (read a file with jaxmb.identification.read_log)")
+    check_type(drives, (Drives, type(None)), f"{where}: drives")
+    if cutoff is not None:
+        check_number(cutoff, f"{where}: cutoff (Hz)", above=0)
+    check_number(stride, f"{where}: stride", integer=True, at_least=1)
+    if edge is not None:
+        check_number(edge, f"{where}: edge (s)", at_least=0)
+    if coulomb_width is not None:
+        check_number(coulomb_width, f"{where}: coulomb_width (rad/s)", above=0)
+    check_number(stribeck_velocity, f"{where}: stribeck_velocity (rad/s)", above=0)
+    if isinstance(terms, str):
+        raise TypeError(f"{where}: terms: expected a sequence of term names, got str {terms!r}")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+
+
+def _standard_estimate(model, W, y, fit, base, groups, pi0, method: str, prior_weight):
+    """The standard parameters (inertial, joint terms, force scales) behind the base estimate:
+    the physically consistent fit (log-Cholesky, pulled toward the model's inertias) for
+    ``"consistent"``, else those nearest the prior that reproduce the base estimate."""
+    if method == "consistent":
+        nb = len(model.bodies)
+        Y_in, Y_ex = W[:, : 10 * nb], W[:, 10 * nb :]
+        w = 1.0 / fit.row_sigma[groups] if method != "ols" else None
+        prior = inertial_parameters(model)
+        res = cons.fit_consistent(
+            jnp.asarray(Y_in),
+            jnp.asarray(y),
+            theta0=cons.parameters_to_log_cholesky(prior),
+            extra0=jnp.asarray(pi0[10 * nb :]),
+            Y_extra=jnp.asarray(Y_ex),
+            weights=None if w is None else jnp.asarray(w),
+            prior=prior,
+            prior_weight=prior_weight,
+        )
+        pi = np.concatenate([np.asarray(res.pi).ravel(), np.asarray(res.extra)])
+    else:
+        # the standard parameters nearest the prior that reproduce the base estimate
+        K = np.asarray(base.K)
+        pi = pi0 + np.linalg.pinv(K) @ (fit.theta - K @ pi0)
+    return pi
 
 
 def filtered_noise_covariance(
