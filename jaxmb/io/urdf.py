@@ -228,12 +228,42 @@ def load_urdf(
 
 
 def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
+    frames, coords, anchor, order = _frames(doc)
+    parts = _inertia_parts(doc, anchor, order, strict, tol)
+    bodies = _bodies(doc, frames, parts, strict, tol)
+    massless = _massless_joints(frames, bodies)
+    coordinate_map = _mimic_map(doc, coords) if mimic else None
+    if coordinate_map is not None:  # a coordinate is massless when all its joints are
+        followers = {c: [coords[k] for k, s in enumerate(coordinate_map.source) if s == i]
+                     for i, c in enumerate(coordinate_map.names)}  # fmt: skip
+        massless = [c for c, js in followers.items() if all(j in massless for j in js)]
+    if massless:
+        warnings.warn(
+            f"URDF {doc.name!r}: joints {massless} move no mass, so Gamma(q) is singular and "
+            "forward dynamics will fail; give the links below them an <inertial>",
+            UrdfWarning,
+            stacklevel=3,
+        )
+    return Model(
+        frames,
+        bodies,
+        gravity=[0.0, 0.0, -9.81],
+        coordinate_map=coordinate_map,
+        augmented_names=tuple(coords),
+    )
+
+
+def _frames(doc: Document):
+    """``(frames, coordinates, anchor, order)``: a frame per joint, depth-first, parents
+    first, children in document order; each moving joint a coordinate; ``anchor`` each link's
+    body frame (its own for a moving joint, the parent's for a welded one, None on the world)
+    with the link's placement in it; ``order`` the links as visited."""
     children, root = _check_tree(doc)
     frames, coords = [], []
     anchor: dict[str, tuple[str | None, np.ndarray]] = {root: (None, np.eye(4))}
-    order = []
+    order = [root]
     stack = list(reversed(children.get(root, [])))
-    while stack:  # depth-first, parents first, children in document order
+    while stack:
         j = stack.pop()
         order.append(j.child)
         kind = _MOVING.get(j.type, "fixed")
@@ -258,10 +288,15 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
             coords.append(j.name)
             anchor[j.child] = (j.child, np.eye(4))
         stack.extend(reversed(children.get(j.child, [])))
+    return frames, coords, anchor, order
 
-    # each moving frame's composite inertia (Pinocchio appends fixed children's inertias)
+
+def _inertia_parts(doc: Document, anchor, order, strict: bool, tol: float) -> dict:
+    """``{body frame: [(mass, centre, inertia at the centre), ...]}``: every link's
+    ``<inertial>`` in the frame of the body it is welded to (Pinocchio appends fixed children's
+    inertias), each checked; the world's and massless links' left out."""
     parts: dict[str, list] = {}
-    for link in (root, *order):
+    for link in order:
         inertial = doc.inertials.get(link)
         if inertial is None:
             continue
@@ -279,7 +314,12 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
         T_FC = T @ inertial.origin
         R = T_FC[:3, :3]
         parts.setdefault(frame, []).append((inertial.mass, T_FC[:3, 3], R @ inertial.inertia @ R.T))
+    return parts
 
+
+def _bodies(doc: Document, frames, parts: dict, strict: bool, tol: float) -> list[Body]:
+    """Each moving frame's composite body: the mass, centre and inertia (parallel axes to the
+    composite centre) of the parts welded to it, checked where several make it."""
     names = set(doc.links)
     bodies = []
     for frame in [f.name for f in frames if f.name in parts]:
@@ -299,27 +339,7 @@ def _build(doc: Document, mimic: bool, strict: bool, tol: float) -> Model:
                 strict,
             )
         bodies.append(Body(frame, frame, m, c, I, com_frame, physical=not bad))
-
-    massless = _massless_joints(frames, bodies)
-    coordinate_map = _mimic_map(doc, coords) if mimic else None
-    if coordinate_map is not None:  # a coordinate is massless when all its joints are
-        followers = {c: [coords[k] for k, s in enumerate(coordinate_map.source) if s == i]
-                     for i, c in enumerate(coordinate_map.names)}  # fmt: skip
-        massless = [c for c, js in followers.items() if all(j in massless for j in js)]
-    if massless:
-        warnings.warn(
-            f"URDF {doc.name!r}: joints {massless} move no mass, so Gamma(q) is singular and "
-            "forward dynamics will fail; give the links below them an <inertial>",
-            UrdfWarning,
-            stacklevel=3,
-        )
-    return Model(
-        frames,
-        bodies,
-        gravity=[0.0, 0.0, -9.81],
-        coordinate_map=coordinate_map,
-        augmented_names=tuple(coords),
-    )
+    return bodies
 
 
 def _massless_joints(frames: list[Frame], bodies: list[Body]) -> list[str]:
