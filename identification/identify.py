@@ -148,7 +148,7 @@ def identify(
                 "--mechanics": mechanics != "auto", "--valve-effects": valve_effects != "auto",
                 "--offsets": offsets != "auto", "--encoder-offsets": encoder_offsets != "auto",
                 "--long-refit": long_refit != "auto"})  # fmt: skip
-            options, chosen = rigid_options(
+            options, given = rigid_options(
                 name, m, model, method=method, cutoff=cutoff, stride=stride, terms=terms,
                 prior_weight=prior_weight, coulomb_width=coulomb_width, drives=drives,
             )  # fmt: skip
@@ -156,7 +156,7 @@ def identify(
             summary = identify_robot(
                 name, m, paths, out, validate, options, progress, window,
                 user_drives=drives is not None, urdf_source=source,
-                resample=resample or "auto", given=chosen,
+                resample=resample or "auto", given=given,
             )  # fmt: skip
         else:
             from jaxmb.identification.hydraulic_route import identify_hydraulic

@@ -29,12 +29,15 @@ from jaxmb import compile_cache  # noqa: E402
 # tests start in subprocesses (they inherit the environment), and read back by later runs: a
 # program compiled once for the same shapes, options and jaxlib is not compiled again by the
 # other worker, a subprocess, a test after `relieve`, or the next run (compiling was over half
-# of the suite's time). A cache entry is keyed by the program's HLO, the compile options and
-# the jaxlib version, so a read gives the executable a compile would; its size is bounded as
-# the commands' cache is (JAX drops the least recently used programs), and a read that killed
-# its process is undone by the next `enable` (jaxmb.compile_cache). A $JAXMB_COMPILE_CACHE of
-# the caller's is kept ('off' compiles everything); tests/test_compile_cache.py runs it in
-# folders of its own.
+# of the suite's time). An entry is keyed by the program's HLO, the compile options and the
+# jaxlib version, so a read gives the executable a compile would (jaxmb's saved traces,
+# `jaxmb.saved_programs`, are keyed by a hash of jaxmb's sources too). Its size is bounded as
+# the commands' cache is (JAX drops the least recently used programs). jaxlib 0.10.2's CPU
+# loader has crashed reading a large program back, which the suite's two workers risk within a
+# run already: such a crash fails that run's test, and the next `enable` removes what the
+# crashed process was reading (jaxmb.compile_cache), so it is compiled afresh. A
+# $JAXMB_COMPILE_CACHE of the caller's is kept ('off' compiles everything);
+# tests/test_compile_cache.py runs it in folders of its own.
 if compile_cache.ENV not in os.environ:
     _user = compile_cache.cache_dir({k: v for k, v in os.environ.items() if k != compile_cache.ENV})
     os.environ[compile_cache.ENV] = str(_user.parent / "xla-tests")

@@ -149,6 +149,35 @@ def test_exhausted_solver_raises_or_reports():
     assert np.isnan(np.asarray(tr.u[-1])).all()  # failed rows are marked, not passed off as data
 
 
+def test_a_fixed_step_solve_through_nan_is_not_a_success():
+    """Inside `failures_as_nan` (as the commands and batched studies run) a failed check is
+    NaN, and a fixed step does not notice it: the rows it saves from there on are not finite,
+    and the trajectory says it failed (the rows before stay data)."""
+    from jaxmb.multibody.checks import failures_as_nan
+
+    def breaks(t, q, qd, desired):  # the controller's law fails from t = 0.5 s on
+        return jnp.where(t < 0.5, -q, jnp.nan)
+
+    ts = jnp.linspace(0.0, 1.0, 11)
+    with failures_as_nan():
+        tr = simulate(slider(), breaks, ZERO_REF, jnp.ones(1), jnp.zeros(1), ts, solver="rk4",
+                      fixed_step=1e-2)  # fmt: skip
+    assert not bool(tr.success)
+    assert np.isfinite(np.asarray(tr.q[:5])).all() and np.isnan(np.asarray(tr.q[-1])).all()
+    ok = simulate(slider(), pd(1.0, 1.0), ZERO_REF, jnp.ones(1), jnp.zeros(1), ts, solver="rk4",
+                  fixed_step=1e-2)  # fmt: skip
+    assert bool(ok.success)
+
+
+def test_a_controller_returning_a_list_is_refused_by_what_it_returns():
+    with pytest.raises(ValueError, match=r"controller returns a list, expected \(1,\)"):
+        simulate(slider(), lambda t, q, qd, d: [q[0]], ZERO_REF, jnp.zeros(1), jnp.zeros(1),
+                 jnp.linspace(0, 1, 3))  # fmt: skip
+    with pytest.raises(ValueError, match="solver must be one of"):  # before the reference
+        simulate(slider(), pd(1, 1), lambda t: 1 / 0, jnp.zeros(1), jnp.zeros(1),
+                 jnp.linspace(0, 1, 3), solver="rk45")  # fmt: skip
+
+
 def test_bad_options_are_named():
     m = slider()
     with pytest.raises(ValueError, match="solver must be one of"):

@@ -2,7 +2,8 @@ r"""Closed-loop simulation with diffrax: a plant `Model`, a controller, an optio
 
 The plant obeys ``Gamma(q) qdd + h(q, qd) = Q_e(q, qd, t) + Q_a`` (Dastranj & Mattila (2026)
 eq. (13)) with ``Q_e`` its gravity plus the disturbance's wrenches and generalized forces, and
-``Q_a = controller(t, q, qd, desired)``. The state ``y = (q, qd)`` is integrated by diffrax;
+``Q_a = controller(t, q, qd, desired)``. The state ``(q, qd)`` (a plant's with actuators: its
+state dict; a stateful controller's state beside it) is integrated by diffrax;
 the control input and the desired values are re-evaluated at the save times from the saved
 states (the controller is a pure function, so they are exactly what the solver used).
 
@@ -83,7 +84,8 @@ class Trajectory(eqx.Module):
         u: control input Q_a, (T, n) (N m or N per coordinate).
         q_d, qd_d: the reference and its velocity, (T, k): k = n for references in the plant's
             coordinates, otherwise whatever the reference gives (e.g. a task of a PIDC).
-        success: True where the solve succeeded (always True unless ``throw=False``).
+        success: True where the solve succeeded and every saved row is finite (False
+            only with ``throw=False``, or a fixed-step solve that met a state outside the model).
         coordinate_names: the plant's minimal coordinates (static).
         num_steps: accepted solver steps.
         command_names: names of ``u``'s columns for a plant with actuators (``u_lift``, ...);
@@ -255,6 +257,7 @@ def simulate(
     """
     _check_parts(plant, controller, reference, inertia)
     q0, qd0, ts = _checked_start(plant, q0, qd0, ts)
+    solver, rtol, atol = _checked_solver(solver, rtol, atol, max_steps, fixed_step)
     actuated = isinstance(plant, AbstractPlant)
     if actuator_state0 is not None and not actuated:
         raise ValueError("simulate: actuator_state0 is only for plants with actuators")
@@ -338,13 +341,9 @@ def _check_reference(plant, controller, reference, ts) -> None:
         )
 
 
-def _solve_options(
-    solver, rtol, atol, dt0, max_steps, throw, progress, adjoint, fixed_step, dtmin,
-    sample_time, ts, controller, dist,
-) -> _Solve:  # fmt: skip
-    """`simulate`'s solver options checked and made diffrax's: the solver, a constant step or
-    the PID controller (clipped to the sampling instants of a sampled loop, landing on the
-    disturbance's jumps)."""
+def _checked_solver(solver, rtol, atol, max_steps, fixed_step):
+    """``(solver, rtol, atol)``: the solver by name or a diffrax solver, the tolerances > 0
+    (a traced tolerance checked in the program), ``max_steps`` a positive int."""
     if fixed_step is None:
 
         def positive(name, tol):
@@ -362,6 +361,16 @@ def _solve_options(
         solver = _SOLVERS[solver]()
     if max_steps < 1:
         raise ValueError(f"simulate: max_steps must be >= 1, got {max_steps}")
+    return solver, rtol, atol
+
+
+def _solve_options(
+    solver, rtol, atol, dt0, max_steps, throw, progress, adjoint, fixed_step, dtmin,
+    sample_time, ts, controller, dist,
+) -> _Solve:  # fmt: skip
+    """`simulate`'s solver options (`_checked_solver`'s) made diffrax's: a constant step or
+    the PID controller (clipped to the sampling instants of a sampled loop, landing on the
+    disturbance's jumps)."""
     if isinstance(solver, RK4) and fixed_step is None:
         raise ValueError("simulate: solver 'rk4' has no error estimate; give fixed_step")
     if sample_time is not None:
@@ -672,7 +681,10 @@ def _solver_start(solver, vector_field, y0, ts, args):
 def _command_shape(loop: _ClosedLoop, t0, yp0, c0):
     """The controller's command at ``t0``, for its shape (`saved_shape`: a second run of the
     same loop checks it without tracing the controller, 1.5 s for the crane's VDC)."""
-    return loop.command_at(t0, yp0, c0)[0]
+    t = jnp.asarray(t0, dtype=float)
+    kind = "stateful" if loop.stateful else "actuated" if loop.actuated else "mechanical"
+    y = loop.as_dict(yp0) if loop.stateful else yp0
+    return command(loop.controller, kind, t, y, loop.desired_at(t), c0)[0]  # as it returns it
 
 
 def _start(plant: AbstractPlant, q0, qd0, actuator_state0):
@@ -867,12 +879,12 @@ def _simulate_loop(
         lambda: saved_shape(_command_shape, loop, ts[0], yp0, loop.c0), loop.desired_at, ts[0]
     )
     m = len(plant.command_names) if actuated else plant.n
-    if u0.shape != (m,):
+    if getattr(u0, "shape", None) != (m,):
         what = (
             f"commands {plant.command_names}" if actuated else f"Q_a for {plant.coordinate_names}"
         )
         raise ValueError(
-            f"simulate: the controller returns shape {u0.shape}, expected ({m},) ({what})"
+            f"simulate: the controller returns {_shape_of(u0)}, expected ({m},) ({what})"
         )
 
     saveat, solver = diffrax.SaveAt(ts=ts), None
