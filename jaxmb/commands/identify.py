@@ -171,6 +171,31 @@ def add_parser(sub) -> None:
         "machines: a free-run replay of its commands from its measured initial state",
     )
     p.add_argument(
+        "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"
+    )
+    _add_regressor_options(
+        p.add_argument_group(
+            "regressor fit (a robot; a hydraulic machine's stage 1, its mechanics)"
+        )
+    )
+    _add_output_error_options(
+        p.add_argument_group("output-error fit (a hydraulic machine's stage 2)")
+    )
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="split the CPU into this many XLA devices, which share the output error's "
+        "segments (default: one per core)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=identify_cmd)
+
+
+def _add_regressor_options(p) -> None:
+    """The regressor route's options: the method, the filter, the drive and friction terms, the
+    motor-side conversions."""
+    p.add_argument(
         "--method",
         choices=["consistent", "wls", "ols"],
         default=None,
@@ -214,9 +239,6 @@ def add_parser(sub) -> None:
         "(default: 3 x the filtered velocity's noise std, from the log; reported)",
     )
     p.add_argument(
-        "--window", default=None, help="fit on T0,T1 (s) of the log only (default: all of it)"
-    )
-    p.add_argument(
         "--resample",
         choices=("auto", "off"),
         default=None,
@@ -236,6 +258,10 @@ def add_parser(sub) -> None:
         default=None,
         help="logs of motor currents i_<c>: torque constants, N m/A, e.g. q1=1.2,q2=1.2",
     )
+
+
+def _add_output_error_options(p) -> None:
+    """The hydraulic route's output-error options: its segments and its structure choices."""
     p.add_argument(
         "--leakage",
         nargs="?",
@@ -286,12 +312,3 @@ def add_parser(sub) -> None:
          "the machine's geometry and gravity, so the data often do not determine it)"),
     ):  # fmt: skip
         p.add_argument(option, choices=choices, default="auto", help=f"hydraulic route: {help}")
-    p.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=None,
-        help="split the CPU into this many XLA devices, which share the output error's "
-        "segments (default: one per core)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-    p.set_defaults(func=identify_cmd)

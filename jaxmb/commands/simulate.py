@@ -301,8 +301,30 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
     jax.config.update("jax_enable_x64", True)
     from pathlib import Path
 
-    from jaxmb.control import RobustController, section_iv
     from jaxmb.control.report import run_scenario, write_report
+
+    sc, gains = _section_iv_scenario(args)
+    out = Path(args.out)
+    check_out(out)
+    print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
+    tr = run_scenario(sc, dt_save=args.dt_save, progress=not args.quiet)
+    if not bool(tr.success):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(tr.q)).all(axis=1))
+        at = f" after t = {float(tr.t[bad[0] - 1]):.4g} s" if bad.size and bad[0] > 0 else ""
+        raise SystemExit(
+            f"jaxmb simulate: the solver failed{at} (max_steps exhausted, or the state left the "
+            f"arm's domain); nothing written to {out}"
+        )
+    _print_section_iv(write_report(sc, tr, out, plots=not args.no_plots))
+    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _section_iv_scenario(args: argparse.Namespace):
+    """The Section IV scenario with the options' gains (a gains file's over the flags'), the
+    controller's form and, with ``--params``, the identified bodies in the controller's model;
+    every gain's shape and sign checked before anything compiles."""
+    from jaxmb.control import RobustController, section_iv
 
     if not args.t_final > 0:
         raise SystemExit(
@@ -322,33 +344,27 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         where = "" if args.gains is None else f"gains file {args.gains}: "
         raise SystemExit(f"jaxmb simulate: {where}{err}") from None
-    if args.form != "paper" or args.params is not None:
-        import equinox as eqx
+    if args.form == "paper" and args.params is None:
+        return sc, gains
+    import equinox as eqx
 
-        nominal = sc.nominal
-        if args.params is not None:
-            from jaxmb.io.params_file import apply_bodies, read_params
+    nominal = sc.nominal
+    if args.params is not None:
+        from jaxmb.io.params_file import apply_bodies, read_params
 
-            try:
-                nominal = apply_bodies(nominal, read_params(args.params, model_name=args.machine))
-            except ValueError as err:
-                raise SystemExit(f"jaxmb simulate: {err}") from None
-            print(f"controller model: identified bodies from {args.params}")
-        ctrl = RobustController(nominal, **gains, form=args.form)
-        sc = eqx.tree_at(lambda s: s.controller, sc, ctrl)
-        sc = eqx.tree_at(lambda s: s.nominal, sc, nominal)
-    out = Path(args.out)
-    check_out(out)
-    print(f"jaxmb simulate: Section IV scenario, {args.t_final:g} s, gains {gains}, -> {out}/")
-    tr = run_scenario(sc, dt_save=args.dt_save, progress=not args.quiet)
-    if not bool(tr.success):
-        bad = np.flatnonzero(~np.isfinite(np.asarray(tr.q)).all(axis=1))
-        at = f" after t = {float(tr.t[bad[0] - 1]):.4g} s" if bad.size and bad[0] > 0 else ""
-        raise SystemExit(
-            f"jaxmb simulate: the solver failed{at} (max_steps exhausted, or the state left the "
-            f"arm's domain); nothing written to {out}"
-        )
-    summary = write_report(sc, tr, out, plots=not args.no_plots)
+        try:
+            nominal = apply_bodies(nominal, read_params(args.params, model_name=args.machine))
+        except ValueError as err:
+            raise SystemExit(f"jaxmb simulate: {err}") from None
+        print(f"controller model: identified bodies from {args.params}")
+    ctrl = RobustController(nominal, **gains, form=args.form)
+    sc = eqx.tree_at(lambda s: s.controller, sc, ctrl)
+    return eqx.tree_at(lambda s: s.nominal, sc, nominal), gains
+
+
+def _print_section_iv(summary: dict) -> None:
+    """The run's table against Table III and the ultimate bounds of eqs. (22)-(25), and its
+    warnings (the stroke left, kappa_i > dbar_i failing)."""
     names = summary["coordinates"]
     after = f"max|e| t>{summary['max_abs_error_after_s']:g}s"  # 5 s, or half a shorter run
     print(
@@ -373,8 +389,6 @@ def section_iv_cmd(args: argparse.Namespace) -> int:
         print(
             f"note: kappa_i > dbar_i (eq. 25) fails for {failing}; their bound is the K-based one"
         )
-    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))}")
-    return 0
 
 
 @dataclass(frozen=True)

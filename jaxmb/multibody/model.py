@@ -312,80 +312,26 @@ class Model(eqx.Module):
         coordinate_map: CoordinateMap | None = None,
         augmented_names: tuple[str, ...] | None = None,
     ):
-        sequences = []
-        for what, items, cls in (("frames", frames, Frame), ("bodies", bodies, Body)):
-            if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-                raise TypeError(
-                    f"model: {what}: expected a sequence of {cls.__name__}, got "
-                    f"{describe(items, None)}"
-                )
-            sequences.append(tuple(items))
-            for x in sequences[-1]:
-                if not isinstance(x, cls):
-                    raise TypeError(
-                        f"model: {what}: expected {cls.__name__} instances, got {describe(x, None)}"
-                    )
-        frames, bodies = sequences
+        frames = _instances("frames", frames, Frame)
+        bodies = _instances("bodies", bodies, Body)
         self.frames = _topological(frames)
         names = [f.name for f in self.frames]
         self.bodies = bodies
         self.gravity = checked(gravity, not_finite, "model: gravity must be finite", (3,))
-
-        # augmented coordinates: given order, or order of first appearance in the tree
-        used = [f.coordinate for f in self.frames if f.coordinate is not None]
-        if augmented_names is None:
-            augmented_names = tuple(dict.fromkeys(used))
-        augmented_names = tuple(augmented_names)
-        if len(set(augmented_names)) != len(augmented_names):
-            raise ValueError(f"model: duplicate augmented coordinate names in {augmented_names}")
-        for f in self.frames:
-            if f.coordinate is not None and f.coordinate not in augmented_names:
-                raise ValueError(
-                    f"frame {f.name!r}: coordinate {f.coordinate!r} is not among the augmented "
-                    f"coordinates {augmented_names}"
-                )
-        for c in augmented_names:
-            if c not in used:
-                raise ValueError(f"model: augmented coordinate {c!r} drives no joint")
-        self.augmented_names = augmented_names
-
-        body_names = [b.name for b in bodies]
-        dup = {n for n in body_names if body_names.count(n) > 1}
-        if dup:
-            raise ValueError(f"model: duplicate body names {sorted(dup)}")
-        extra = [b.com_frame for b in bodies if b.com_frame is not None]
-        all_frames = names + extra
-        dup = {n for n in all_frames if all_frames.count(n) > 1}
-        if dup or WORLD in extra:
-            raise ValueError(f"model: duplicate frame names {sorted(dup or {WORLD})}")
-        for b in bodies:
-            if b.frame not in names:
-                raise ValueError(f"body {b.name!r}: unknown frame {b.frame!r}; frames are {names}")
-
+        self.augmented_names = _augmented_names(self.frames, augmented_names)
+        _check_bodies(bodies, names)
         self.parent_index = tuple(
             -1 if f.parent == WORLD else names.index(f.parent) for f in self.frames
         )
         self.coordinate_index = tuple(
-            -1 if f.coordinate is None else augmented_names.index(f.coordinate) for f in self.frames
+            -1 if f.coordinate is None else self.augmented_names.index(f.coordinate)
+            for f in self.frames
         )
         self.body_frame_index = tuple(names.index(b.frame) for b in bodies)
-
         self.coordinate_map = coordinate_map
-        if coordinate_map is None:
-            self.coordinate_names = augmented_names
-        else:
-            if not isinstance(coordinate_map, CoordinateMap):
-                raise TypeError(
-                    f"model: coordinate_map must be a CoordinateMap, got {type(coordinate_map).__name__}"
-                )
-            self.coordinate_names = tuple(coordinate_map.names)
-            n = len(self.coordinate_names)
-            out = jax.eval_shape(coordinate_map, jax.ShapeDtypeStruct((n,), self.gravity.dtype))
-            if out.shape != (len(augmented_names),):
-                raise ValueError(
-                    f"model: coordinate_map returns shape {out.shape}, expected "
-                    f"({len(augmented_names)},) for augmented coordinates {augmented_names}"
-                )
+        self.coordinate_names = _coordinate_names(
+            coordinate_map, self.augmented_names, self.gravity.dtype
+        )
 
     @property
     def n(self) -> int:
@@ -422,6 +368,79 @@ class Model(eqx.Module):
                 f"model: unknown coordinate {name!r}; coordinates are {self.coordinate_names}"
             )
         return self.coordinate_names.index(name)
+
+
+def _instances(what: str, items, cls: type) -> tuple:
+    """``items`` as a tuple, refused by name unless it is a sequence of ``cls``."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise TypeError(
+            f"model: {what}: expected a sequence of {cls.__name__}, got {describe(items, None)}"
+        )
+    items = tuple(items)
+    for x in items:
+        if not isinstance(x, cls):
+            raise TypeError(
+                f"model: {what}: expected {cls.__name__} instances, got {describe(x, None)}"
+            )
+    return items
+
+
+def _augmented_names(frames: tuple[Frame, ...], given) -> tuple[str, ...]:
+    """The augmented coordinates: ``given`` in its order, or the joints' coordinates in order of
+    first appearance in the tree; each must drive a joint and every joint's must be among them."""
+    used = [f.coordinate for f in frames if f.coordinate is not None]
+    names = tuple(dict.fromkeys(used)) if given is None else tuple(given)
+    if len(set(names)) != len(names):
+        raise ValueError(f"model: duplicate augmented coordinate names in {names}")
+    for f in frames:
+        if f.coordinate is not None and f.coordinate not in names:
+            raise ValueError(
+                f"frame {f.name!r}: coordinate {f.coordinate!r} is not among the augmented "
+                f"coordinates {names}"
+            )
+    for c in names:
+        if c not in used:
+            raise ValueError(f"model: augmented coordinate {c!r} drives no joint")
+    return names
+
+
+def _check_bodies(bodies: tuple[Body, ...], frame_names: list[str]) -> None:
+    """Unique body names, unique frame names (COM frames included), each body on a known frame."""
+    body_names = [b.name for b in bodies]
+    dup = {n for n in body_names if body_names.count(n) > 1}
+    if dup:
+        raise ValueError(f"model: duplicate body names {sorted(dup)}")
+    extra = [b.com_frame for b in bodies if b.com_frame is not None]
+    all_frames = frame_names + extra
+    dup = {n for n in all_frames if all_frames.count(n) > 1}
+    if dup or WORLD in extra:
+        raise ValueError(f"model: duplicate frame names {sorted(dup or {WORLD})}")
+    for b in bodies:
+        if b.frame not in frame_names:
+            raise ValueError(
+                f"body {b.name!r}: unknown frame {b.frame!r}; frames are {frame_names}"
+            )
+
+
+def _coordinate_names(
+    coordinate_map: CoordinateMap | None, augmented_names: tuple[str, ...], dtype
+) -> tuple[str, ...]:
+    """The minimal coordinates: the map's names, once its output shape is checked by
+    `jax.eval_shape` (nothing is computed), or the augmented ones where there is no map."""
+    if coordinate_map is None:
+        return augmented_names
+    if not isinstance(coordinate_map, CoordinateMap):
+        raise TypeError(
+            f"model: coordinate_map must be a CoordinateMap, got {type(coordinate_map).__name__}"
+        )
+    names = tuple(coordinate_map.names)
+    out = jax.eval_shape(coordinate_map, jax.ShapeDtypeStruct((len(names),), dtype))
+    if out.shape != (len(augmented_names),):
+        raise ValueError(
+            f"model: coordinate_map returns shape {out.shape}, expected "
+            f"({len(augmented_names)},) for augmented coordinates {augmented_names}"
+        )
+    return names
 
 
 def _topological(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
