@@ -303,20 +303,28 @@ def _check_parts(plant, controller, reference, inertia: str) -> None:
 
 def _checked_start(plant, q0, qd0, ts):
     """``(q0, qd0, ts)`` as float arrays of the plant's shapes, finite, the times increasing."""
-    n = plant.n
-    q0, qd0, ts = (
-        as_real_array(x, f"simulate: {k}") for k, x in (("q0", q0), ("qd0", qd0), ("ts", ts))
-    )
-    q0, qd0, ts = (jnp.asarray(x, dtype=float) for x in (q0, qd0, ts))
-    for name, x in (("q0", q0), ("qd0", qd0)):
-        if x.shape != (n,):
-            raise ValueError(
-                f"simulate: {name} must have shape ({n},) for {plant.coordinate_names}, got {x.shape}"
-            )
+    q0, qd0 = start_arrays(plant, q0, qd0, "simulate")
+    ts = jnp.asarray(as_real_array(ts, "simulate: ts"), dtype=float)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"simulate: ts must be 1-D with at least 2 times, got shape {ts.shape}")
     q0, qd0 = check_finite(q0, "simulate: q0"), check_finite(qd0, "simulate: qd0")
     return q0, qd0, _checked_times(ts)
+
+
+def start_arrays(plant, q0, qd0, who: str):
+    """``(q0, qd0)`` as float arrays of shape ``(plant.n,)``, refused by name (``who`` is the
+    function the user called) otherwise; one check for every simulation entry point."""
+    n = plant.n
+    q0, qd0 = (
+        jnp.asarray(as_real_array(x, f"{who}: {k}"), dtype=float)
+        for k, x in (("q0", q0), ("qd0", qd0))
+    )
+    for name, x in (("q0", q0), ("qd0", qd0)):
+        if x.shape != (n,):
+            raise ValueError(
+                f"{who}: {name} must have shape ({n},) for {plant.coordinate_names}, got {x.shape}"
+            )
+    return q0, qd0
 
 
 def _check_reference(plant, controller, reference, ts) -> None:

@@ -36,11 +36,10 @@ from jaxmb.compile_cache import strong_types
 from jaxmb.constraints import projection
 from jaxmb.constraints.impact import Contact, Particle, gap, impact_jump
 from jaxmb.constraints.projection import ConstrainedSystem
-from jaxmb.multibody.checks import as_real_array
 from jaxmb.multibody.model import Model
 from jaxmb.saved_programs import keyable, saved, saved_shape
 from jaxmb.simulation.controller import command
-from jaxmb.simulation.integrate import call_compiled, start_state
+from jaxmb.simulation.integrate import call_compiled, start_arrays, start_state
 from jaxmb.simulation.references import desired_state
 
 __all__ = ["Impact", "SampledTrajectory", "simulate_sampled"]
@@ -210,15 +209,7 @@ def _checked_inputs(plant, controller, q0, qd0, h: float, t_final: float):
         raise TypeError(
             f"simulate_sampled: controller: expected a callable, got {type(controller).__name__}"
         )
-    n = plant.n
-    q0, qd0 = (
-        jnp.asarray(as_real_array(x, f"simulate_sampled: {k}"), dtype=float)
-        for k, x in (("q0", q0), ("qd0", qd0))
-    )
-    for name, x in (("q0", q0), ("qd0", qd0)):
-        if x.shape != (n,):
-            raise ValueError(f"simulate_sampled: {name} must have shape ({n},), got {x.shape}")
-    return steps, q0, qd0
+    return (steps, *start_arrays(plant, q0, qd0, "simulate_sampled"))
 
 
 def _check_command(plant, u0) -> None:
