@@ -59,6 +59,8 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from jaxmb.multibody.checks import runtime_check
+
 __all__ = [
     "pseudo_inertia",
     "parameters_from_pseudo_inertia",
@@ -179,7 +181,8 @@ def parameters_to_log_cholesky(pi: Float[ArrayLike, "*b 10"]) -> Float[Array, "*
     off-diagonal entries of $U / U_{44}$.
 
     Raises ValueError naming the body (its index along the flattened leading axes) when ``J`` is
-    not positive definite, for concrete input; traced input fails through `equinox.error_if`."""
+    not positive definite, for concrete input; traced input fails through `runtime_check` (NaN
+    inside `failures_as_nan`, as the commands run)."""
     pi = jnp.asarray(pi, dtype=float)
     if not isinstance(pi, jax.core.Tracer):
         _body_check(pi, "pi")
@@ -189,7 +192,7 @@ def parameters_to_log_cholesky(pi: Float[ArrayLike, "*b 10"]) -> Float[Array, "*
 @jax.jit
 def _to_log_cholesky(pi: Array) -> Array:
     U = _reverse_cholesky(pseudo_inertia(pi))
-    U = eqx.error_if(
+    U = runtime_check(
         U, ~jnp.isfinite(U).all(), "pi: a body is not physically consistent (J not PD)"
     )
     scale = U[..., 3, 3]

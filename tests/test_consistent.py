@@ -173,6 +173,18 @@ def test_non_physical_input_raises_naming_the_body():
     with pytest.raises(ValueError, match="body 2"):
         parameters_to_log_cholesky(neg)
     assert not np.asarray(is_physically_consistent(neg))[2]
+    # traced: a run-time error, or NaN inside failures_as_nan (as the commands trace), with no
+    # raising check left in the program for the persistent cache to refuse
+    from jaxmb.multibody.checks import failures_as_nan
+
+    pair = jnp.asarray(np.stack([pi[:2], bad[:2]]))  # a consistent pair, one with body 1 not
+    with pytest.raises(RuntimeError, match="not physically consistent"):
+        jax.jit(parameters_to_log_cholesky)(bad)
+    with failures_as_nan():
+        th = jax.vmap(jax.jit(parameters_to_log_cholesky))(pair)
+        jaxpr = str(jax.make_jaxpr(parameters_to_log_cholesky)(jnp.asarray(bad)))
+    np.testing.assert_allclose(th[0], parameters_to_log_cholesky(pi[:2]), rtol=1e-12)
+    assert np.isnan(th[1]).all() and "callback" not in jaxpr
 
 
 # ---------------------------------------------------------------- divergence

@@ -159,6 +159,26 @@ def test_assemble_errors():
     )
 
 
+def test_traced_assembly_failure_raises_or_gives_nan_in_studies():
+    """A traced cylinder length that admits no assembly: a run-time error, or, inside
+    `failures_as_nan` (as the commands and batched studies trace), NaN for that sample alone,
+    with no raising check left in the program for the persistent cache to refuse."""
+    from jaxmb.multibody.checks import failures_as_nan
+
+    def at(s):
+        return pj.assemble(ARM, {"phi": 0.0, "theta": 0.3, "s": s}, {"zeta": -1.0, "alpha": -0.5})
+
+    lengths = jnp.array([0.5, 0.9])  # 0.9 m: longer than the triangle's sides (0.7 m)
+    with pytest.raises(RuntimeError, match="no assembly within"):
+        jax.vmap(at)(lengths)
+    with failures_as_nan():
+        q = jax.vmap(at)(lengths)
+        jaxpr = str(jax.make_jaxpr(jax.vmap(at))(lengths))
+    assert np.isfinite(q[0]).all() and np.isnan(q[1]).all()
+    np.testing.assert_allclose(q[0], at(0.5), atol=1e-12)
+    assert "callback" not in jaxpr
+
+
 def test_constrained_system_errors():
     with pytest.raises(ValueError, match="1-D array"):
         pj.ConstrainedSystem(ARM.model, lambda q: jnp.sum(q))

@@ -34,7 +34,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from jaxmb.algorithms.dynamics import inverse_dynamics, mass_matrix
 from jaxmb.constraints.pseudo_inverse import ATOL, pinv
-from jaxmb.multibody.checks import check_all_finite, check_finite, finite_inputs
+from jaxmb.multibody.checks import check_all_finite, check_finite, finite_inputs, runtime_check
 from jaxmb.multibody.kinematics import frame_pose
 from jaxmb.multibody.model import Model
 
@@ -525,7 +525,8 @@ def assemble(
     Raises:
         ValueError: unknown names; no convergence in ``max_iter`` iterations; or a converged
             least-squares solution with ``|Phi| > tol``, i.e. the fixed values admit no assembly.
-            (Under jit the same checks raise through `equinox.error_if`.)
+            (Under jit the same checks go through `runtime_check`: they raise, or give NaN
+            inside `failures_as_nan`.)
     """
     names = system.coordinate_names
     unknown = sorted(set(fixed) - set(names))
@@ -558,7 +559,7 @@ def assemble(
     q = q0.at[idx_free].set(x)
     if isinstance(err, jax.core.Tracer):
         msg = f"assemble: no assembly within tol={tol} for fixed {list(fixed)}"
-        return eqx.error_if(q, ~(err <= tol), msg)
+        return runtime_check(q, ~(err <= tol), msg)
     if not np.isfinite(float(err)) or float(err) > tol:
         fixed_desc = ", ".join(f"{k}={float(v):.6g}" for k, v in fixed.items())
         free_names = [names[i] for i in free]

@@ -193,14 +193,16 @@ def check_finite(x, name: str):
     inside `failures_as_nan`). The message names the field."""
     if isinstance(x, jax.core.Tracer):
         return runtime_check(x, ~jnp.isfinite(x).all(), f"{name}: must be finite, got NaN or inf")
-    x = as_real_array(x, name)
-    bad = ~np.isfinite(np.asarray(x))
+    a = as_real_array(x, name)
+    # on the host value: under an enclosing trace (jit of a function given a Python constant)
+    # the converted array can itself be a tracer
+    bad = ~np.isfinite(np.asarray(x, dtype=float))
     if bad.any():
         raise ValueError(
             f"{name}: must be finite, got NaN or inf at index {np.argwhere(bad)[0].tolist()} "
             f"({int(bad.sum())} of {bad.size} entries)"
         )
-    return x
+    return a
 
 
 def check_all_finite(fields: Mapping[str, Array]) -> tuple:
