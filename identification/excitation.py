@@ -459,6 +459,44 @@ def optimise_excitation(
         margin: safety margin on every normalised constraint during the optimisation.
     """
     terms = check_terms(terms)
+    _check_design(model, period, harmonics, limits, steps, init_fraction, rest)
+    n, L = model.n, harmonics
+    n_samples, n_check = _sample_counts(L, n_samples, n_check)
+    w_f = 2 * np.pi / period
+    ts = jnp.arange(n_samples) * (period / n_samples)
+    ts_check = jnp.arange(n_check) * (period / n_check)
+
+    mid, half = 0.5 * (limits.q_max + limits.q_min), 0.5 * (limits.q_max - limits.q_min)
+    q0 = _checked_offset(mid if q0 is None else q0, limits, extra_constraints, n)
+
+    k_cols, k_init = jax.random.split(key)
+    columns = base_columns(model, limits, k_cols, terms)
+    theta, initial = _feasible_start(k_init, q0, mid, half, limits, w_f, rest, n, L, ts_check,
+                                     init_fraction, extra_constraints)  # fmt: skip
+
+    cw, sv = jnp.asarray(coulomb_width, float), jnp.asarray(stribeck_velocity, float)
+    fixed = (mid, half, limits.qd_max, limits, columns, terms, cw, sv, extra_constraints,
+             w_f, rest, margin)  # fmt: skip
+    theta, costs = _optimise(
+        theta, model, ts, fixed=fixed, schedule=(learning_rate, steps, *penalty)
+    )
+    traj, scale, v = _feasible_result(_trajectory(theta, mid, half, limits.qd_max, w_f, rest),
+                                      limits, ts_check, extra_constraints, throw)  # fmt: skip
+    return ExcitationResult(
+        trajectory=traj,
+        initial=initial,
+        cost_history=np.asarray(costs),
+        condition=_condition(traj, model, columns, ts, terms, cw, sv),
+        condition_initial=_condition(initial, model, columns, ts, terms, cw, sv),
+        feasible=bool(v <= 0),
+        max_violation=v,
+        amplitude_scale=scale,
+        columns=columns,
+    )
+
+
+def _check_design(model, period, harmonics, limits, steps, init_fraction, rest) -> None:
+    """Refuse `optimise_excitation`'s options that are not what it takes, by name."""
     if not (np.isfinite(period) and period > 0):
         raise ValueError(f"period: expected > 0 s, got {period}")
     if not (isinstance(harmonics, int) and harmonics >= 1):
@@ -471,18 +509,22 @@ def optimise_excitation(
         raise ValueError(f"steps: expected an integer >= 1, got {steps}")
     if not 0 < init_fraction < 1:
         raise ValueError(f"init_fraction: expected in (0, 1), got {init_fraction}")
-    n, L = model.n, harmonics
+
+
+def _sample_counts(L: int, n_samples: int | None, n_check: int | None) -> tuple[int, int]:
+    """``(n_samples, n_check)``: the optimisation's samples of a period (default
+    ``max(100, 20 L)``; at least ``2 L + 1`` to resolve L harmonics) and the check grid's
+    (default 20 times as many)."""
     n_samples = max(100, 20 * L) if n_samples is None else int(n_samples)
     n_check = 20 * n_samples if n_check is None else int(n_check)
     if n_samples < 2 * L + 1:
         raise ValueError(f"n_samples: expected >= 2 L + 1 = {2 * L + 1}, got {n_samples}")
-    w_f = 2 * np.pi / period
-    ts = jnp.arange(n_samples) * (period / n_samples)
-    ts_check = jnp.arange(n_check) * (period / n_check)
+    return n_samples, n_check
 
-    mid, half = 0.5 * (limits.q_max + limits.q_min), 0.5 * (limits.q_max - limits.q_min)
-    if q0 is None:
-        q0 = mid
+
+def _checked_offset(q0, limits: ExcitationLimits, extra_constraints, n: int) -> Float[Array, " n"]:
+    """The offset ``q0`` as an array, refused unless it lies strictly inside the limits and
+    ``extra_constraints`` hold there."""
     q0 = jnp.asarray(q0, dtype=float)
     if q0.shape != (n,) or not bool(jnp.all((q0 > limits.q_min) & (q0 < limits.q_max))):
         raise ValueError(f"q0: expected shape ({n},) strictly inside the limits, got {q0}")
@@ -492,13 +534,15 @@ def optimise_excitation(
             raise ValueError(f"extra_constraints: must return shape (m,), got {g0.shape}")
         if not bool(jnp.all(g0 < 0)):
             raise ValueError(f"q0: violates extra_constraints at rest, g = {g0}")
+    return q0
 
-    k_cols, k_init = jax.random.split(key)
-    columns = base_columns(model, limits, k_cols, terms)
 
-    # random start, scaled to use init_fraction of the tightest box limit (q - q0, qd and qdd
-    # are linear in the amplitudes)
-    alpha, beta = jax.random.normal(k_init, (2, n, L)) / np.sqrt(L)
+def _feasible_start(key, q0, mid, half, limits, w_f, rest, n, L, ts_check, init_fraction, extra):
+    """``(theta, trajectory)``: a random start (Gaussian ``a``, ``b``, offset ``q0``) scaled so
+    its peak use of the tightest box limit is ``init_fraction``, then halved until every
+    constraint holds on ``ts_check``."""
+    # q - q0, qd and qdd are linear in the amplitudes: one scale sets the use of every limit
+    alpha, beta = jax.random.normal(key, (2, n, L)) / np.sqrt(L)
     theta = {"u": (q0 - mid) / half, "alpha": alpha, "beta": beta}
     Q, Qd, Qdd = _trajectory(theta, mid, half, limits.qd_max, w_f, rest).sample(ts_check)
     room = jnp.minimum(q0 - limits.q_min, limits.q_max - q0)
@@ -515,43 +559,31 @@ def optimise_excitation(
     theta = {**theta, "alpha": scale * alpha, "beta": scale * beta}
     for _ in range(30):
         traj = _trajectory(theta, mid, half, limits.qd_max, w_f, rest)
-        if bool(jnp.all(constraint_values(traj, limits, ts_check, extra_constraints) < 0)):
+        if bool(jnp.all(constraint_values(traj, limits, ts_check, extra) < 0)):
             break
         theta = {**theta, "alpha": 0.5 * theta["alpha"], "beta": 0.5 * theta["beta"]}
     else:
         raise RuntimeError("optimise_excitation: found no feasible random start")
-    initial = traj
+    return theta, traj
 
-    cw, sv = jnp.asarray(coulomb_width, float), jnp.asarray(stribeck_velocity, float)
-    fixed = (mid, half, limits.qd_max, limits, columns, terms, cw, sv, extra_constraints,
-             w_f, rest, margin)  # fmt: skip
-    theta, costs = _optimise(
-        theta, model, ts, fixed=fixed, schedule=(learning_rate, steps, *penalty)
-    )
-    traj = _trajectory(theta, mid, half, limits.qd_max, w_f, rest)
+
+def _feasible_result(traj, limits, ts_check, extra, throw: bool):
+    """``(trajectory, amplitude scale, max violation)``: the optimised ``traj``, refused if it
+    diverged, shrunk towards its offset until its constraints hold on ``ts_check``
+    (`restore_feasibility`); with ``throw``, refused if even that fails."""
     if not bool(jnp.all(jnp.isfinite(traj.a)) & jnp.all(jnp.isfinite(traj.q0))):
         raise RuntimeError("optimise_excitation: the optimisation diverged (non-finite)")
-
-    traj, scale, v = restore_feasibility(traj, limits, ts_check, extra_constraints)
-    feasible = v <= 0
-    if throw and not feasible:
+    traj, scale, v = restore_feasibility(traj, limits, ts_check, extra)
+    if throw and not v <= 0:
         raise RuntimeError(
             f"optimise_excitation: the result violates its constraints (max {v:.3g}) on the "
             "check grid; try a larger margin or penalty"
         )
+    return traj, scale, v
 
-    def cond(tr):
-        c = excitation_cost(tr, model, columns, ts, terms, coulomb_width=cw, stribeck_velocity=sv)
-        return float(np.exp(c))
 
-    return ExcitationResult(
-        trajectory=traj,
-        initial=initial,
-        cost_history=np.asarray(costs),
-        condition=cond(traj),
-        condition_initial=cond(initial),
-        feasible=bool(feasible),
-        max_violation=v,
-        amplitude_scale=scale,
-        columns=columns,
-    )
+def _condition(traj, model, columns, ts, terms, cw, sv) -> float:
+    """cond of ``traj``'s column-scaled base regressor on ``ts`` (`excitation_cost`, undone
+    from its logarithm)."""
+    c = excitation_cost(traj, model, columns, ts, terms, coulomb_width=cw, stribeck_velocity=sv)
+    return float(np.exp(c))

@@ -22,6 +22,7 @@ import json
 import time
 from collections.abc import Sequence
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 
 from jaxmb.identification import fit_progress
@@ -104,70 +105,33 @@ def identify(
     file stems, so two logs, fitted or validated, may not share one."""
     from tqdm.auto import tqdm
 
-    paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
-    if not paths:
-        raise ValueError("identify: no log given")
-    stems = [Path(p).stem for p in (*paths, *validate)]
-    twice = sorted({st for st in stems if stems.count(st) > 1})
-    if twice:
-        raise ValueError(f"logs {twice}: given twice, or two files of one name; the report tells "
-                         "logs apart by their names, so their rows would mix")  # fmt: skip
+    paths = _checked_paths(log_path, validate)
     t0 = time.perf_counter()
     out = Path(out)  # made by the route once every input has passed its checks
-
-    def write_summary(part: dict) -> dict:
-        summary = {
-            "model": name,
-            "log": _one_or_list(paths),
-            "validation_logs": [str(v) for v in validate],
-            **part,
-            "params_file": "params.json",
-            "time_s": time.perf_counter() - t0,
-        }
-        text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
-        (out / "summary.json").write_text(text + "\n")
-        return summary
-
     bar = tqdm(total=4 + len(validate), disable=not show_progress, leave=True, unit="stage")
-
-    def progress(stage: str):
-        bar.set_description_str(stage)
-        bar.set_postfix_str("")
-        bar.update(1)
-
+    progress = partial(_next_stage, bar)
     # every evaluation of a fit moves the bar's text in place: which choice, how far
     # (`fit_progress`)
     listening = fit_progress.reporting(lambda text: bar.set_postfix_str(text))
     with listening, closing(bar):
         progress("loading the model")
         name, m, route = resolve_model(model)
+        write_summary = partial(_write_summary, out, name, paths, validate, t0)
         if route == "rigid":
-            _refuse_options_of("a hydraulic machine's output error", name,
-                               "is identified by the regressor route", {
-                "--leakage": leakage is not None, "--segment-time": segment_time is not None,
-                "--mechanics": mechanics != "auto", "--valve-effects": valve_effects != "auto",
-                "--offsets": offsets != "auto", "--encoder-offsets": encoder_offsets != "auto",
-                "--long-refit": long_refit != "auto"})  # fmt: skip
-            options, given = rigid_options(
-                name, m, model, method=method, cutoff=cutoff, stride=stride, terms=terms,
-                prior_weight=prior_weight, coulomb_width=coulomb_width, drives=drives,
-            )  # fmt: skip
-            source = model if Path(model).suffix.lower() == ".urdf" else None
-            summary = identify_robot(
-                name, m, paths, out, validate, options, progress, window,
-                user_drives=drives is not None, urdf_source=source,
-                resample=resample or "auto", given=given,
+            _refuse_hydraulic_options(name, leakage=leakage, segment_time=segment_time,
+                                      mechanics=mechanics, valve_effects=valve_effects,
+                                      offsets=offsets, encoder_offsets=encoder_offsets,
+                                      long_refit=long_refit)  # fmt: skip
+            summary = _robot_summary(
+                name, m, model, paths, out, validate, progress, window, method=method,
+                cutoff=cutoff, stride=stride, terms=terms, prior_weight=prior_weight,
+                coulomb_width=coulomb_width, drives=drives, resample=resample,
             )  # fmt: skip
         else:
             from jaxmb.identification.hydraulic_route import identify_hydraulic
 
-            _refuse_options_of("the regressor route of a rigid robot", name,
-                               "is a hydraulic machine (stage 1 fits its mechanics and cylinder "
-                               "friction, stage 2 its hydraulics)", {
-                "--method": method is not None, "--terms": terms is not None,
-                "--gear-ratios/--torque-constants": drives is not None,
-                "--resample": resample is not None,
-                "--coulomb-width": coulomb_width is not None})  # fmt: skip
+            _refuse_rigid_options(name, method=method, terms=terms, drives=drives,
+                                  resample=resample, coulomb_width=coulomb_width)  # fmt: skip
             summary = identify_hydraulic(
                 name, m, paths, out, validate, progress, save=write_summary, window=window,
                 leakage=leakage or "auto",
@@ -178,6 +142,89 @@ def identify(
             )  # fmt: skip
         bar.update(bar.total - bar.n)
     summary = write_summary(summary)
+    _raise_if_validation_failed(summary, out)
+    return summary
+
+
+def _robot_summary(name, m, model: str, paths, out, validate, progress, window, *, method,
+                   cutoff, stride, terms, prior_weight, coulomb_width, drives,
+                   resample) -> dict:  # fmt: skip
+    """The regressor route's part of the summary for the robot ``m`` (`rigid_route`), its
+    options completed by `rigid_options`."""
+    options, given = rigid_options(
+        name, m, model, method=method, cutoff=cutoff, stride=stride, terms=terms,
+        prior_weight=prior_weight, coulomb_width=coulomb_width, drives=drives,
+    )  # fmt: skip
+    source = model if Path(model).suffix.lower() == ".urdf" else None
+    return identify_robot(
+        name, m, paths, out, validate, options, progress, window,
+        user_drives=drives is not None, urdf_source=source,
+        resample=resample or "auto", given=given,
+    )  # fmt: skip
+
+
+def _checked_paths(log_path, validate: Sequence[str]) -> list:
+    """The logs to fit as a list, refused where there are none or where two logs, fitted or
+    validated, share a file stem (the report tells logs apart by it)."""
+    paths = [log_path] if isinstance(log_path, str | Path) else list(log_path)
+    if not paths:
+        raise ValueError("identify: no log given")
+    stems = [Path(p).stem for p in (*paths, *validate)]
+    twice = sorted({st for st in stems if stems.count(st) > 1})
+    if twice:
+        raise ValueError(f"logs {twice}: given twice, or two files of one name; the report tells "
+                         "logs apart by their names, so their rows would mix")  # fmt: skip
+    return paths
+
+
+def _write_summary(out: Path, name: str, paths: list, validate, t0: float, part: dict) -> dict:
+    """``summary.json``'s content (the route's ``part`` between the inputs and the params file
+    and the time since ``t0``), written into ``out``."""
+    summary = {
+        "model": name,
+        "log": _one_or_list(paths),
+        "validation_logs": [str(v) for v in validate],
+        **part,
+        "params_file": "params.json",
+        "time_s": time.perf_counter() - t0,
+    }
+    text = json.dumps(params_file.json_safe(summary), indent=1, allow_nan=False)
+    (out / "summary.json").write_text(text + "\n")
+    return summary
+
+
+def _next_stage(bar, stage: str) -> None:
+    """Move ``bar`` on to ``stage``, clearing the previous stage's fit text."""
+    bar.set_description_str(stage)
+    bar.set_postfix_str("")
+    bar.update(1)
+
+
+def _refuse_hydraulic_options(name: str, *, leakage, segment_time, mechanics, valve_effects,
+                              offsets, encoder_offsets, long_refit) -> None:  # fmt: skip
+    """Refuse, for the rigid robot ``name``, the hydraulic route's options that were given."""
+    _refuse_options_of("a hydraulic machine's output error", name,
+                       "is identified by the regressor route", {
+        "--leakage": leakage is not None, "--segment-time": segment_time is not None,
+        "--mechanics": mechanics != "auto", "--valve-effects": valve_effects != "auto",
+        "--offsets": offsets != "auto", "--encoder-offsets": encoder_offsets != "auto",
+        "--long-refit": long_refit != "auto"})  # fmt: skip
+
+
+def _refuse_rigid_options(name: str, *, method, terms, drives, resample, coulomb_width) -> None:
+    """Refuse, for the hydraulic machine ``name``, the regressor route's options that were
+    given."""
+    _refuse_options_of("the regressor route of a rigid robot", name,
+                       "is a hydraulic machine (stage 1 fits its mechanics and cylinder "
+                       "friction, stage 2 its hydraulics)", {
+        "--method": method is not None, "--terms": terms is not None,
+        "--gear-ratios/--torque-constants": drives is not None,
+        "--resample": resample is not None,
+        "--coulomb-width": coulomb_width is not None})  # fmt: skip
+
+
+def _raise_if_validation_failed(summary: dict, out: Path) -> None:
+    """Refuse a fit that failed a validation log, naming each and why, once it is written."""
     failed = summary.get("validation_failed", {})
     if failed:
         raise ValueError(
@@ -185,7 +232,6 @@ def identify(
             + "; ".join(f"{stem}: {why}" for stem, why in failed.items())
             + f". The fit is written to {out}/ (params.json, parameters.csv, summary.json)"
         )
-    return summary
 
 
 def _refuse_options_of(route: str, name: str, is_what: str, given: dict) -> None:

@@ -298,33 +298,14 @@ def identify_mechanics(
     the logs."""
     logs, known, force_offsets = _checked_inputs(machine, log, payload_known, cutoff, stride,
                                                  prior_weight, force_offsets)  # fmt: skip
-    has_payload = machine.payload is not None
-    unknown = has_payload and any(m is None for m in known)
-    # the regressor does not depend on the bodies' values: a known payload rides along
-    named = [m for m in known if m is not None]
-    plant = machine.plant
-    if has_payload:
-        plant = machine.with_payload(float(named[0] if named else 0.0))
+    plant, j, unknown = _stage1_plant(machine, known)
     model = plant.model
-    nb = len(model.bodies)
-    j = model.body_names.index("payload") if has_payload else None
     per_log = _log_equations(machine, plant, logs, known, j, cutoff, stride, stribeck,
                              force_offsets)  # fmt: skip
     tau, Y, Yf = (np.concatenate([x[i] for x in per_log]) for i in (1, 2, 3))
     N, n, _ = Y.shape
-    pi_file = np.array(jaxmb.inertial_parameters(model))  # (nb, 10), writable
-    fitted = list(range(nb))
-    payload_prior = None
-    if has_payload and not unknown:
-        fitted.remove(j)
-    elif unknown:
-        p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
-        payload_prior = _payload_prior(machine, p1.mass, p1.com)
-        pi_file[j] = payload_prior
-    cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])
-    Yi = Y[:, :, cols].reshape(N * n, -1)
-    Ye = Yf.reshape(N * n, -1)
-    y = tau.reshape(-1)
+    fitted, pi_file, payload_prior = _fitted_bodies(machine, model, tau, Y, Yf, j, unknown)
+    Yi, Ye, y = _stacked_rows(tau, Y, Yf, fitted)
     body_names = tuple(model.body_names[b] for b in fitted)
     names = _unknown_names(plant, body_names, stribeck, force_offsets)
     W = np.concatenate([Yi, Ye], axis=1)
@@ -334,30 +315,20 @@ def identify_mechanics(
 
     # 2. the physically consistent model, pulled toward the file's bodies
     prior = pi_file[fitted]
-    weights = np.full(len(fitted), float(prior_weight))
-    if payload_prior is not None:
-        weights[fitted.index(j)] *= PAYLOAD_PRIOR_SHARE
+    weights = _prior_weights(fitted, None if payload_prior is None else j, prior_weight)
     nominal_friction = _nominal_friction(plant, stribeck, force_offsets)
-    res = cons.fit_consistent(
-        jnp.asarray(Yi), jnp.asarray(y), theta0=cons.parameters_to_log_cholesky(prior),
-        extra0=jnp.asarray(nominal_friction), Y_extra=jnp.asarray(Ye), weights=jnp.asarray(w),
-        prior=prior, prior_weight=jnp.asarray(weights), steps=512,
-    )  # fmt: skip
+    res = _consistent_fit(Yi, Ye, y, w, prior, weights, nominal_friction)
     pi = np.asarray(res.pi)
-    beta = np.asarray(res.extra)
-    values = np.concatenate([pi.ravel(), beta])
+    values = np.concatenate([pi.ravel(), np.asarray(res.extra)])
 
     # 3. Laplace approximation: Gauss-Newton Hessian of data plus prior, in parameter space
     cov, std, from_log = _laplace(W * w[:, None], pi, prior, weights, len(names))
 
     identified = model_from_parameters(model, pi, body_names)
     rows = (y - W @ values).reshape(N, n)
-    mass = mass_std = com = com_std = None
-    com_determined = (False, False, False)
+    payload = (None, None, None, None, (False, False, False))
     if payload_prior is not None:
-        mass, mass_std, com, com_std, com_determined = _payload_estimate(
-            values, std, cov, from_log, 10 * fitted.index(j)
-        )
+        payload = _payload_estimate(values, std, cov, from_log, 10 * fitted.index(j))
     return MechanicsEstimate(
         names=names,
         values=values,
@@ -370,11 +341,11 @@ def identify_mechanics(
         base=base,
         base_fit=fit,
         weak=weak_directions(base.reduce(W) * w[:, None], base.base_names),
-        payload_mass=mass,
-        payload_mass_std=mass_std,
-        payload_com=com,
-        payload_com_std=com_std,
-        payload_com_determined=com_determined,
+        payload_mass=payload[0],
+        payload_mass_std=payload[1],
+        payload_com=payload[2],
+        payload_com_std=payload[3],
+        payload_com_determined=payload[4],
         static_ratios=dict(zip(plant.actuator_names, static_ratios(plant), strict=True)),
         prior_weight=float(prior_weight),
         converged=bool(res.converged),
@@ -382,6 +353,68 @@ def identify_mechanics(
         samples=N,
         cutoff_hz=float(cutoff),
     )
+
+
+def _stacked_rows(tau, Y, Yf, fitted: list):
+    """``(Yi (N n, 10 f), Ye (N n, e), y (N n,))``: the equations' rows, with the inertial
+    columns of the ``fitted`` bodies only."""
+    N, n, _ = Y.shape
+    cols = np.concatenate([np.arange(10 * b, 10 * b + 10) for b in fitted])
+    Yi = Y[:, :, cols].reshape(N * n, -1)
+    Ye = Yf.reshape(N * n, -1)
+    y = tau.reshape(-1)
+    return Yi, Ye, y
+
+
+def _consistent_fit(Yi, Ye, y, w, prior, weights, nominal_friction) -> cons.ConsistentFit:
+    """The physically consistent bodies and friction terms (`consistent.fit_consistent`) from
+    the rows weighted by ``w``: the bodies started from and pulled toward ``prior`` with
+    ``weights``, the friction started from the file's ``nominal_friction``."""
+    return cons.fit_consistent(
+        jnp.asarray(Yi), jnp.asarray(y), theta0=cons.parameters_to_log_cholesky(prior),
+        extra0=jnp.asarray(nominal_friction), Y_extra=jnp.asarray(Ye), weights=jnp.asarray(w),
+        prior=prior, prior_weight=jnp.asarray(weights), steps=512,
+    )  # fmt: skip
+
+
+def _stage1_plant(machine: Machine, known) -> tuple[HydraulicPlant, int | None, bool]:
+    """``(plant, j, unknown)``: the plant whose regressor every log shares (a payload rides
+    along at a named mass: the regressor does not depend on the bodies' values), the payload
+    body's index ``j`` (None without one), and whether some log leaves the payload unknown."""
+    has_payload = machine.payload is not None
+    unknown = has_payload and any(m is None for m in known)
+    named = [m for m in known if m is not None]
+    plant = machine.plant
+    if has_payload:
+        plant = machine.with_payload(float(named[0] if named else 0.0))
+    j = plant.model.body_names.index("payload") if has_payload else None
+    return plant, j, unknown
+
+
+def _fitted_bodies(machine, model, tau, Y, Yf, j, unknown: bool):
+    """``(fitted, pi_file (nb, 10), payload_prior)``: the bodies the fit estimates (every one
+    but a payload every log names), the file's parameters as their prior, and, for an unknown
+    payload, its prior from the payload-only fit (`_payload_prior`; None otherwise)."""
+    pi_file = np.array(jaxmb.inertial_parameters(model))  # (nb, 10), writable
+    fitted = list(range(len(model.bodies)))
+    payload_prior = None
+    if j is not None and not unknown:
+        fitted.remove(j)
+    elif unknown:
+        p1 = payload_only(tau, Y, Yf, pi_file, j, machine.payload.com)
+        payload_prior = _payload_prior(machine, p1.mass, p1.com)
+        pi_file[j] = payload_prior
+    return fitted, pi_file, payload_prior
+
+
+def _prior_weights(fitted: list, weak: int | None, prior_weight: float) -> np.ndarray:
+    """``(len(fitted),)`` each fitted body's prior weight: ``prior_weight``, and
+    `PAYLOAD_PRIOR_SHARE` of it for body ``weak``, a payload whose prior is only the
+    payload-only fit (None: no such body)."""
+    weights = np.full(len(fitted), float(prior_weight))
+    if weak is not None:
+        weights[fitted.index(weak)] *= PAYLOAD_PRIOR_SHARE
+    return weights
 
 
 def with_bodies(plant: HydraulicPlant, model: jaxmb.Model) -> HydraulicPlant:

@@ -164,32 +164,56 @@ def choose_and_fit(
         k: (False,) if not names else (False, True) if how == "auto" else (how in ("fitted", "refined"),)
         for k, (names, how) in groups.items()
     }  # fmt: skip
-
-    def spec_of(flags: Mapping[str, bool]) -> oe.HydraulicParameters:
-        return spec_for(tuple(base) + sum((groups[k][0] for k in groups if flags[k]), ()))
-
-    def labels(flags: Mapping[str, bool]) -> dict:
-        return {k: _LABELS[k][int(flags[k])] for k in groups}
-
-    def reported(report: dict) -> dict:
-        report["mechanics"]["refined_parameters"] = list(refine)
-        report["leakage"]["leakage_parameters"] = list(leaks)
-        for k in (*EFFECTS, "offsets", "encoder_offsets"):
-            report[k]["parameters"] = list(groups[k][0])
-        return report
-
     # every fit below through one compiled program per segment shape (the pilots' half and
     # the whole): the union of the candidates' columns, those outside the candidate fitted
     # held at their nominal values by a mask (`output_error.fit`'s ``columns``)
     kw = dict(max_evaluations=max_evaluations,
-              columns=spec_of({k: max(o) for k, o in options.items()}))  # fmt: skip
-    flags = {k: o[0] for k, o in options.items()}
+              columns=_spec_of(base, groups, {k: max(o) for k, o in options.items()}))  # fmt: skip
+    simplest = {k: o[0] for k, o in options.items()}
     if all(len(o) == 1 for o in options.values()):
-        spec = spec_of(flags)
+        spec = _spec_of(base, groups, simplest)
         with fit_progress.fitting("the given structure"):
             res, seg = fit_noise_weighted(plant, spec, seg, heads=heads, **kw)
-        return res, spec, seg, reported({k: {"choice": v} for k, v in labels(flags).items()})
-    k = np.arange(seg.ts.shape[0])
+        report = {k: {"choice": v} for k, v in _labels(groups, simplest).items()}
+        return res, spec, seg, _reported(report, groups)
+    held = _held_out_segments(seg.ts.shape[0])
+    spec = _spec_of(base, groups, simplest)
+    with fit_progress.fitting("the simplest structure, held-out segments aside"):
+        best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
+    # the pilots' scales and start states for every segment, the held-out ones included
+    seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
+    flags, spec, best, report = _cross_validated(
+        plant, base, groups, options, (simplest, spec, best), train, masked(seg, held), held, kw
+    )
+    res, seg = _fit_chosen(plant, spec, seg, best, heads, flags != simplest, kw)
+    return res, spec, seg, _reported(report, groups)
+
+
+def _spec_of(
+    base: Sequence[str], groups: dict, flags: Mapping[str, bool]
+) -> oe.HydraulicParameters:
+    """The parameters ``base`` plus those of each group of ``groups`` whose flag is set."""
+    return spec_for(tuple(base) + sum((groups[k][0] for k in groups if flags[k]), ()))
+
+
+def _labels(groups: dict, flags: Mapping[str, bool]) -> dict:
+    """Each choice's structure by name (`_LABELS`) under ``flags``."""
+    return {k: _LABELS[k][int(flags[k])] for k in groups}
+
+
+def _reported(report: dict, groups: dict) -> dict:
+    """``report`` with each choice's candidate parameters named."""
+    report["mechanics"]["refined_parameters"] = list(groups["mechanics"][0])
+    report["leakage"]["leakage_parameters"] = list(groups["leakage"][0])
+    for k in (*EFFECTS, "offsets", "encoder_offsets"):
+        report[k]["parameters"] = list(groups[k][0])
+    return report
+
+
+def _held_out_segments(count: int) -> np.ndarray:
+    """``(count,)`` bool: every `HELD_OUT`-th segment, scored but not fitted while choosing;
+    refused where fewer than two would be held out."""
+    k = np.arange(count)
     held = k % HELD_OUT == HELD_OUT - 1
     if held.sum() < 2:  # a standard error needs two held-out differences
         raise ValueError(
@@ -197,53 +221,71 @@ def choose_and_fit(
             f"least {2 * HELD_OUT} segments to hold two out (the choice's standard error needs two); "
             f"the fit span has {k.size}: a longer log or --window, or each of them given"
         )
-    spec = spec_of(flags)
-    with fit_progress.fitting("the simplest structure, held-out segments aside"):
-        best, train = fit_noise_weighted(plant, spec, masked(seg, ~held), heads=heads, **kw)
-    # the pilots' scales and start states for every segment, the held-out ones included
-    seg = eqx.tree_at(lambda s: s.weights, train, seg.weights)
-    test = masked(seg, held)
+    return held
 
-    def held_out(r, s) -> np.ndarray:
-        return oe.segment_costs(r.theta, plant, s, test, columns=kw["columns"])[held]
 
+def _cross_validated(plant, base, groups, options, start, train, test, held, kw):
+    """``(flags, spec, fit, report)``: from ``start`` (the simplest structure's flags, spec
+    and fit on ``train``), each choice with two options decided in turn by the held-out cost
+    of ``test`` (`_try_richer`), the others reported as given."""
+    flags, spec, best = start
+    report = {}
+    for key, opts in options.items():
+        if len(opts) == 1:
+            report[key] = {"choice": _labels(groups, flags)[key]}
+            continue
+        report[key], richer = _try_richer(
+            plant, base, groups, key, (flags, spec, best), train, test, held, kw
+        )
+        if richer is not None:
+            flags, spec, best = richer
+    return flags, spec, best, report
+
+
+def _try_richer(plant, base, groups, key, current, train, test, held, kw):
+    """``(report, richer)``: choice ``key``'s structure with its parameters fitted on
+    ``train`` from ``current`` (flags, spec, fit), scored against it on the held-out segments
+    of ``test``; ``richer`` its ``(flags, spec, fit)`` where it wins (`richer_gain` beyond one
+    standard error), else None."""
+    flags, spec, best = current
+    alt = {**flags, key: True}
+    s_alt = _spec_of(base, groups, alt)
+    with fit_progress.fitting(f"trying {key} {_labels(groups, alt)[key]}"):
+        r_alt = oe.fit(
+            plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
+        )
+    without = oe.segment_costs(best.theta, plant, spec, test, columns=kw["columns"])[held]
+    within = oe.segment_costs(r_alt.theta, plant, s_alt, test, columns=kw["columns"])[held]
+    gain, se = richer_gain(without, within)
+    without_label, with_label = _labels(groups, flags)[key], _labels(groups, alt)[key]
     how = (
         f"interleaved cross-validation: fitted on {HELD_OUT - 1} of every {HELD_OUT} segments, "
         "scored on the held-out ones; the richer structure where it lowers their cost by more "
         "than one standard error of the difference"
     )
-    report = {}
-    for key, opts in options.items():
-        if len(opts) == 1:
-            report[key] = {"choice": labels(flags)[key]}
-            continue
-        alt = {**flags, key: True}
-        s_alt = spec_of(alt)
-        with fit_progress.fitting(f"trying {key} {labels(alt)[key]}"):
-            r_alt = oe.fit(
-                plant, s_alt, train, theta0=extended_theta(best, s_alt), ftol=NOISE_FTOL, **kw
-            )
-        without, within = held_out(best, spec), held_out(r_alt, s_alt)
-        gain, se = richer_gain(without, within)
-        cost = {labels(flags)[key]: float(without.sum()), labels(alt)[key]: float(within.sum())}
-        report[key] = {"choice": labels(alt if gain > se else flags)[key], "held_out_cost": cost,
-                       "gain": gain, "standard_error": se, "how": how,
-                       "held_out_segments": int(held.sum())}  # fmt: skip
-        if gain > se:
-            flags, spec, best = alt, s_alt, r_alt
-    if flags != {k: o[0] for k, o in options.items()}:
+    cost = {without_label: float(without.sum()), with_label: float(within.sum())}
+    report = {"choice": with_label if gain > se else without_label, "held_out_cost": cost,
+              "gain": gain, "standard_error": se, "how": how,
+              "held_out_segments": int(held.sum())}  # fmt: skip
+    return report, ((alt, s_alt, r_alt) if gain > se else None)
+
+
+def _fit_chosen(plant, spec, seg, best, heads, changed: bool, kw):
+    """``(fit, segments)``: the chosen structure ``spec`` refitted on every segment from its
+    estimate ``best``; where it is not the pilots' structure (``changed``), with its own
+    scales and start states."""
+    if changed:
         # another structure than the pilots fitted: its scales and start states anew, from its
         # estimate (the pilots' start states were estimated by a plant without its
         # parameters: a valve's overlap and lag from the file's values bias them, and a final
         # fit from them kept the edges 1 % and the overlap 0.02 V off)
         with fit_progress.fitting("the chosen structure"):
-            res, seg = fit_noise_weighted(plant, spec, seg, theta0=best.theta, heads=heads, **kw)
-        return res, spec, seg, reported(report)
+            return fit_noise_weighted(plant, spec, seg, theta0=best.theta, heads=heads, **kw)
     if heads is not None:  # the start states for the chosen structure's estimate
         seg = estimate_start_states(oe.plant_with(jnp.asarray(best.theta), plant, spec), heads, seg)
     with fit_progress.fitting("the chosen structure, every segment"):
         res = oe.fit(plant, spec, seg, theta0=best.theta, ftol=NOISE_FTOL, **kw)
-    return res, spec, seg, reported(report)
+    return res, seg
 
 
 def richer_gain(without: np.ndarray, within: np.ndarray) -> tuple[float, float]:

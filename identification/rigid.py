@@ -410,20 +410,11 @@ def identify_rigid(
     records both and the rules' reports (``choices``). See the module docstring."""
     _check_options(model, log, drives, cutoff, stride, edge, coulomb_width, stribeck_velocity,
                    terms, method)  # fmt: skip
-    where = "identify_rigid"
     terms = tuple(terms)
     segments = [log] if isinstance(log, Log) else list(log)
-    choices = {}
-    if cutoff is None:  # the command's rule (`cutoff_choice`), its message in this API's names
-        try:
-            choices["cutoff"] = choose_cutoff(segments, model.coordinate_names)
-        except ValueError as err:
-            text = str(err).removeprefix("--cutoff: ").replace("give --cutoff", "give cutoff=")
-            raise ValueError(f"{where}: cutoff=None: {text}") from None
-        cutoff = choices["cutoff"]["cutoff_hz"]
-    if coulomb_width is None:  # the command's rule (`coulomb_width`), at that cutoff
-        choices["coulomb_width"] = choose_coulomb_width(segments, model.coordinate_names, cutoff)
-        coulomb_width = choices["coulomb_width"]["coulomb_width"]
+    cutoff, coulomb_width, choices = _chosen_cutoff_and_width(
+        segments, model, cutoff, coulomb_width
+    )
     s, W, y, labels = rigid_equations(
         model, log, cutoff=cutoff, stride=stride, edge=edge, drives=drives, terms=terms,
         coulomb_width=coulomb_width, stribeck_velocity=stribeck_velocity, forces=forces,
@@ -434,34 +425,14 @@ def identify_rigid(
     known = dict(known_forces or {})
     W, y = _parallel_filtered(s, W, y, cutoff)
     names = names + tuple(f"{k}.scale" for k in forces)
-    if W.shape[0] <= len(names):
-        raise ValueError(
-            f"log: {s.index.size} samples x {model.n} equations = {W.shape[0]} rows for "
-            f"{len(names)} parameters; log longer, or lower the stride"
-        )
-    base = rg.base_parameters(W, names)
-    Wb = base.reduce(W)
-    # one noise level per joint equation (and experiment), labelled 0..G-1
-    groups = (labels[s.index][:, None] * model.n + np.arange(model.n)).ravel()
-    groups = np.searchsorted(np.unique(groups), groups)
-    fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
-    # the filtered noise is correlated over about fs / (2 cutoff) samples: fewer independent
-    # equations than rows; the covariance follows the filter exactly (a sandwich)
-    fit = filtered_noise_covariance(fit, Wb, y, groups, s, cutoff, ols=method == "ols")
+    base, Wb, groups, fit = _base_estimate(model, s, W, y, labels, names, method, cutoff)
     pi0 = np.concatenate(
         [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
     )
     pi = _standard_estimate(model, W, y, fit, base, groups, pi0, method, prior_weight)
     inertial, joint = _split(names, terms, model, pi)
     scales = {k: float(v) for k, v in zip(forces, pi[len(pi) - len(forces) :], strict=True)}
-    consistent = {
-        b.name: bool(cons.is_physically_consistent(jnp.asarray(p)))
-        for b, p in zip(model.bodies, inertial.reshape(-1, 10), strict=True)
-    }
-    try:
-        new = model_from_parameters(model, inertial)
-    except ValueError:
-        new = model  # not realisable: keep the structure; `consistent` says which body failed
+    consistent, new = _identified_bodies(model, inertial)
     return RigidIdentification(
         model=new,
         joint=joint,
@@ -483,6 +454,61 @@ def identify_rigid(
         weak=weak_directions(Wb * (1.0 / fit.row_sigma[groups])[:, None]
                              if method != "ols" else Wb, base.base_names),
     )  # fmt: skip
+
+
+def _chosen_cutoff_and_width(segments, model: Model, cutoff, coulomb_width):
+    """``(cutoff, coulomb_width, choices)``: each left None chosen from the log as `jaxmb
+    identify` chooses it (`cutoff_choice.choose_cutoff`, then at that cutoff
+    `coulomb_width.choose_coulomb_width`), ``choices`` the rules' reports."""
+    where = "identify_rigid"
+    choices = {}
+    if cutoff is None:  # the command's rule (`cutoff_choice`), its message in this API's names
+        try:
+            choices["cutoff"] = choose_cutoff(segments, model.coordinate_names)
+        except ValueError as err:
+            text = str(err).removeprefix("--cutoff: ").replace("give --cutoff", "give cutoff=")
+            raise ValueError(f"{where}: cutoff=None: {text}") from None
+        cutoff = choices["cutoff"]["cutoff_hz"]
+    if coulomb_width is None:  # the command's rule (`coulomb_width`), at that cutoff
+        choices["coulomb_width"] = choose_coulomb_width(segments, model.coordinate_names, cutoff)
+        coulomb_width = choices["coulomb_width"]["coulomb_width"]
+    return cutoff, coulomb_width, choices
+
+
+def _base_estimate(model: Model, s, W, y, labels, names, method: str, cutoff: float):
+    """``(base, Wb, groups, fit)``: the base parameters of the filtered rows ``W``, their
+    regressor, each row's noise group (a joint's equations in one experiment, 0..G-1) and the
+    least-squares estimate with the filtered noise's covariance (`filtered_noise_covariance`);
+    refused where the rows do not outnumber the parameters."""
+    if W.shape[0] <= len(names):
+        raise ValueError(
+            f"log: {s.index.size} samples x {model.n} equations = {W.shape[0]} rows for "
+            f"{len(names)} parameters; log longer, or lower the stride"
+        )
+    base = rg.base_parameters(W, names)
+    Wb = base.reduce(W)
+    # one noise level per joint equation (and experiment), labelled 0..G-1
+    groups = (labels[s.index][:, None] * model.n + np.arange(model.n)).ravel()
+    groups = np.searchsorted(np.unique(groups), groups)
+    fit = least_squares(Wb, y, groups=None if method == "ols" else groups)
+    # the filtered noise is correlated over about fs / (2 cutoff) samples: fewer independent
+    # equations than rows; the covariance follows the filter exactly (a sandwich)
+    fit = filtered_noise_covariance(fit, Wb, y, groups, s, cutoff, ols=method == "ols")
+    return base, Wb, groups, fit
+
+
+def _identified_bodies(model: Model, inertial: np.ndarray) -> tuple[dict, Model]:
+    """``(consistent, model)``: whether each body's identified parameters are physically
+    consistent, and ``model`` with them (unchanged where one is not realisable)."""
+    consistent = {
+        b.name: bool(cons.is_physically_consistent(jnp.asarray(p)))
+        for b, p in zip(model.bodies, inertial.reshape(-1, 10), strict=True)
+    }
+    try:
+        new = model_from_parameters(model, inertial)
+    except ValueError:
+        new = model  # not realisable: keep the structure; `consistent` says which body failed
+    return consistent, new
 
 
 def _parallel_filtered(s, W, y, cutoff: float):
