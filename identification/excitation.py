@@ -178,12 +178,22 @@ class ExcitationLimits(eqx.Module):
     def n(self) -> int:
         return self.q_min.shape[0]
 
+    @property
+    def mid(self) -> Float[Array, " n"]:
+        """The range's middle, ``(q_max + q_min) / 2``."""
+        return 0.5 * (self.q_max + self.q_min)
+
+    @property
+    def half(self) -> Float[Array, " n"]:
+        """The half range, ``(q_max - q_min) / 2``."""
+        return 0.5 * (self.q_max - self.q_min)
+
     def values(
         self, q: Float[Array, " n"], qd: Float[Array, " n"], qdd: Float[Array, " n"]
     ) -> Float[Array, " m"]:
         """Normalised constraint values, ``<= 0`` feasible: ``(q - q_max)/h``, ``(q_min - q)/h``
         (``h`` the half range), ``|qd|/qd_max - 1``, ``|qdd|/qdd_max - 1``."""
-        h = 0.5 * (self.q_max - self.q_min)
+        h = self.half
         return jnp.concatenate(
             [
                 (q - self.q_max) / h,
@@ -284,7 +294,7 @@ def base_columns(
     kq, kv, ka = jax.random.split(key, 3)
     n = model.n
     u = lambda k: jax.random.uniform(k, (n_states, n), minval=-1.0, maxval=1.0)  # noqa: E731
-    mid, half = 0.5 * (limits.q_max + limits.q_min), 0.5 * (limits.q_max - limits.q_min)
+    mid, half = limits.mid, limits.half
     Q = mid[None, :] + half[None, :] * u(kq)
     Qd = limits.qd_max[None, :] * u(kv)
     Qdd = limits.qdd_max[None, :] * u(ka)
@@ -466,7 +476,7 @@ def optimise_excitation(
     ts = jnp.arange(n_samples) * (period / n_samples)
     ts_check = jnp.arange(n_check) * (period / n_check)
 
-    mid, half = 0.5 * (limits.q_max + limits.q_min), 0.5 * (limits.q_max - limits.q_min)
+    mid, half = limits.mid, limits.half
     q0 = _checked_offset(mid if q0 is None else q0, limits, extra_constraints, n)
 
     k_cols, k_init = jax.random.split(key)

@@ -324,7 +324,8 @@ def model_from_parameters(
     return model
 
 
-def _split(names, terms, model, pi):
+def _split(terms, model, pi):
+    """``pi`` as the bodies' inertial parameters and each coordinate's joint terms."""
     nb = 10 * len(model.bodies)
     k = len(terms)
     joint = {
@@ -430,7 +431,7 @@ def identify_rigid(
         [np.asarray(rg.standard_parameters(model, terms, prior_joint)), np.ones(len(forces))]
     )
     pi = _standard_estimate(model, W, y, fit, base, groups, pi0, method, prior_weight)
-    inertial, joint = _split(names, terms, model, pi)
+    inertial, joint = _split(terms, model, pi)
     scales = {k: float(v) for k, v in zip(forces, pi[len(pi) - len(forces) :], strict=True)}
     consistent, new = _identified_bodies(model, inertial)
     return RigidIdentification(
@@ -551,7 +552,7 @@ def _standard_estimate(model, W, y, fit, base, groups, pi0, method: str, prior_w
     if method == "consistent":
         nb = len(model.bodies)
         Y_in, Y_ex = W[:, : 10 * nb], W[:, 10 * nb :]
-        w = 1.0 / fit.row_sigma[groups] if method != "ols" else None
+        w = 1.0 / fit.row_sigma[groups]
         prior = inertial_parameters(model)
         res = cons.fit_consistent(
             jnp.asarray(Y_in),
