@@ -23,6 +23,7 @@ from jaxmb.constraints.impact import (
 from jaxmb.constraints.projection import assemble, constraint_jacobian, projector
 from jaxmb.models.planar_rpr import ACTUATED, rpr3
 from jaxmb.multibody.model import Body, Frame, Model
+from jaxmb.simulation.integrate import simulate
 from jaxmb.simulation.sampled import Impact, simulate_sampled
 
 DEG = np.pi / 180
@@ -310,3 +311,25 @@ def test_impact_found_by_event_and_applied_as_reset():
     assert float(jnp.max(jnp.abs(qd[k + 1]))) > 0.05
     _, phid = jax.vmap(plant.drive_states)(tr.y)
     assert float(jnp.max(jnp.abs(phid[k + 1]))) < 0.05 * float(jnp.max(jnp.abs(qd[k + 1])))
+
+
+def test_one_trace_of_a_controller_for_simulate_and_simulate_sampled():
+    """A memoryless controller is traced once in a process that runs it under `simulate` and
+    `simulate_sampled`: both pass it the same (empty) controller state."""
+    model = Model(
+        [Frame("b", joint="prismatic", axis=[1, 0, 0], coordinate="x")],
+        [Body("b", "b", 2.0, [0, 0, 0], np.eye(3) * 0.1)],
+        gravity=[0, 0, -9.81],
+    )
+    traces = []
+
+    def pd(t, q, qd, d):
+        traces.append(t)
+        return -50.0 * q - 5.0 * qd
+
+    q0, qd0 = jnp.array([0.3]), jnp.array([0.0])
+    simulate(model, pd, None, q0, qd0, jnp.linspace(0.0, 1.0, 11))
+    once = len(traces)
+    sampled = simulate_sampled(model, pd, None, q0, qd0, h=0.01, t_final=1.0)
+    assert once == 1 and len(traces) == once
+    assert np.isfinite(np.asarray(sampled.q)).all()

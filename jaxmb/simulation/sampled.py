@@ -265,10 +265,13 @@ class _SampledLoop(eqx.Module):
         # one traced controller for the shape check, the loop and its last iteration
         t = jnp.asarray(t, dtype=float)
         desired = self.desired_at(t)
+        # no controller state: the empty array `simulate` passes, so that a process running
+        # both traces the controller once
+        none = jnp.zeros(0)
         if self.actuated:
-            u, _ = command(self.controller, "actuated", t, y, desired, None)
+            u, _ = command(self.controller, "actuated", t, y, desired, none)
         else:
-            u, _ = command(self.controller, "mechanical", t, (y["q"], y["qd"]), desired, None)
+            u, _ = command(self.controller, "mechanical", t, (y["q"], y["qd"]), desired, none)
         return jnp.asarray(u, dtype=float), desired
 
     def field(self, t, ys, u):
