@@ -332,38 +332,43 @@ def _plots(out: Path, fit, checks) -> list:
     )
 
 
-def _fit(
-    machine: Machine, logs: Mapping[str, tuple[Log, dict]], fit_log: Log, progress, *, window,
-    segment_time, friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects,
-    offsets, encoder_offsets, cutoff, stride, long,
-) -> _Fit:  # fmt: skip
-    """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring), on
-    one log (``fit_log``: its ``window``) or a campaign's (`campaign`)."""
-    t0, t1 = (None, None) if window is None else window
+def _campaign(
+    machine: Machine, logs: Mapping[str, tuple[Log, dict]]
+) -> tuple[tuple[str, ...], list[Log], list[float | None], Campaign]:
+    """``(stems, logs, the payload each names, the campaign)`` of the fit logs: a log's named
+    payload (kg) is None where it names none or the machine carries no payload."""
     stems = tuple(logs)
     raw = [logs[s][0] for s in stems]
     known = [log.meta.get("conditions", {}).get("payload_kg") for log in raw]
     known = [None if m is None or machine.payload is None else float(m) for m in known]
     camp = Campaign.of(stems, [logs[s][1] for s in stems], known, payload_body(machine.plant))
-    unknown = machine.payload is not None and bool(camp.unknown)
+    return stems, raw, known, camp
+
+
+def _stage1(
+    machine: Machine, fit_log: Log, raw: Sequence[Log], known: Sequence[float | None],
+    unknown: bool, progress, *, offsets, prior_weight, cutoff, stride,
+) -> tuple[mech.MechanicsEstimate, dict]:  # fmt: skip
+    """Stage 1 (`stage1_with_offsets`): the mechanics by the regressor route on the fit log (in
+    its window), or on every log of a campaign, the payload too where a log names none; the
+    estimate and the report of the offsets' choice."""
     progress(
         "identifying the mechanics (regressor route on the pressure forces)"
         + (", payload included" if unknown else "")
     )
-    stage1, stage1_offsets = stage1_with_offsets(
+    return stage1_with_offsets(
         machine, fit_log if len(raw) == 1 else raw, offsets,
         payload_known=known[0] if len(raw) == 1 else known,
         prior_weight=mech.PRIOR_WEIGHT if prior_weight is None else prior_weight,
         cutoff=mech.CUTOFF if cutoff is None else cutoff, stride=stride or 10,
     )  # fmt: skip
-    # the plant carries the unknown load (a log that names none), or the first log's
-    ref = raw[known.index(None)] if None in known else raw[0]
-    plant = _plant_for(machine, ref, stage1)
-    conditions = {} if known[0] is None or len(raw) > 1 else {"payload_kg": known[0]}
-    if unknown:
-        conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
-    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
-    progress("identifying (output-error route)")
+
+
+def _short_segments(
+    plant: HydraulicPlant, camp: Campaign, segment_time: float, t0, t1
+) -> tuple[oe.Segments, oe.Segments]:
+    """``(segments, their heads)`` of stage 2 on every log of ``camp``, joined on one time
+    axis (a campaign's logs weighted by common scales)."""
     scales = None if len(camp) == 1 else camp.scales(plant)
     parts = [
         oe.make_segments(plant, c, segment_time=segment_time, t_start=t0, t_end=t1, scales=scales)
@@ -374,6 +379,64 @@ def _fit(
         plant,
         [start_states.head_segments(plant, c, p) for c, p in zip(camp.columns, parts, strict=True)],
     )
+    return seg, heads
+
+
+def _per_log(
+    machine: Machine, stems: Sequence[str], known: Sequence[float | None], conditions: dict
+) -> dict:
+    """Each fit log's payload (kg) and whether it was named or identified (empty without a
+    payload)."""
+    if machine.payload is None:
+        return {stem: {} for stem in stems}
+    return {
+        stem: {"payload_kg": conditions.get("payload_kg") if m is None else m,
+               "payload_source": "identified" if m is None else "named"}
+        for stem, m in zip(stems, known, strict=True)
+    }  # fmt: skip
+
+
+def _predictions(
+    plant_of: Callable[[int], HydraulicPlant],
+    logs: Mapping[str, tuple[Log, dict]],
+    stems: Sequence[str],
+    segment_time: float,
+    t0,
+    t1,
+) -> dict:
+    """The segment-wise prediction (`output_error.predict`) of each log by the plant
+    ``plant_of(k)`` of its index, each on its own time axis (its report and plots), not the
+    campaign's joined one."""
+    return {
+        stem: oe.predict(plant_of(k), logs[stem][1], segment_time=segment_time,
+                         t_start=t0, t_end=t1)
+        for k, stem in enumerate(stems)
+    }  # fmt: skip
+
+
+def _fit(
+    machine: Machine, logs: Mapping[str, tuple[Log, dict]], fit_log: Log, progress, *, window,
+    segment_time, friction, leakage, max_evaluations, prior_weight, mechanics, valve_effects,
+    offsets, encoder_offsets, cutoff, stride, long,
+) -> _Fit:  # fmt: skip
+    """Stage 1, stage 2 with its structure chosen, and the long refit (module docstring), on
+    one log (``fit_log``: its ``window``) or a campaign's (`campaign`)."""
+    t0, t1 = (None, None) if window is None else window
+    stems, raw, known, camp = _campaign(machine, logs)
+    unknown = machine.payload is not None and bool(camp.unknown)
+    stage1, stage1_offsets = _stage1(
+        machine, fit_log, raw, known, unknown, progress, offsets=offsets,
+        prior_weight=prior_weight, cutoff=cutoff, stride=stride,
+    )  # fmt: skip
+    # the plant carries the unknown load (a log that names none), or the first log's
+    ref = raw[known.index(None)] if None in known else raw[0]
+    plant = _plant_for(machine, ref, stage1)
+    conditions = {} if known[0] is None or len(raw) > 1 else {"payload_kg": known[0]}
+    if unknown:
+        conditions = {"payload_kg": stage1.payload_mass, "payload_source": "identified"}
+    compile_cache.relieve()  # between stages (`compile_cache.relieve`)
+    progress("identifying (output-error route)")
+    seg, heads = _short_segments(plant, camp, segment_time, t0, t1)
     base = hydraulic_selectors(plant, friction=friction)
     leaks = tuple(
         n for n in hydraulic_selectors(plant, friction=False, leakage=True) if n not in base
@@ -405,28 +468,17 @@ def _fit(
     stds = {**{n: s for n, (_, s) in held.items()}, **res.std}
     if "body.payload.mass" in values and "payload_source" in conditions:
         conditions["payload_kg"] = values["body.payload.mass"]
-    per_log = {
-        stem: {"payload_kg": conditions.get("payload_kg") if m is None else m,
-               "payload_source": "identified" if m is None else "named"}
-        for stem, m in zip(stems, known, strict=True)
-    } if machine.payload is not None else {stem: {} for stem in stems}  # fmt: skip
-
-    def predictions(plant_of) -> dict:
-        # each log on its own time axis (its report and plots), not the campaign's joined one
-        return {
-            stem: oe.predict(plant_of(k), logs[stem][1], segment_time=segment_time,
-                             t_start=t0, t_end=t1)
-            for k, stem in enumerate(stems)
-        }  # fmt: skip
-
+    per_log = _per_log(machine, stems, known, conditions)
     return _Fit(
         stage1=stage1, stage1_plant=plant, file_plant=_nominal_for(machine, ref), res=res,
         spec=spec, held=held, values=values, stds=stds, conditions=conditions, choices=choices,
         stage1_offsets=stage1_offsets, long_report=long_report, stage1_cross=stage1_cross,
         given_stage1=given_stage1,
         noise=dict(zip(seg.signal_names, np.asarray(seg.scale).tolist(), strict=True)),
-        pred=predictions(lambda k: _under(res.plant, known[k], camp.body)),
-        nominal=predictions(lambda k: _nominal_for(machine, raw[k])),
+        pred=_predictions(lambda k: _under(res.plant, known[k], camp.body), logs, stems,
+                          segment_time, t0, t1),
+        nominal=_predictions(lambda k: _nominal_for(machine, raw[k]), logs, stems,
+                             segment_time, t0, t1),
         logs=per_log,
     )  # fmt: skip
 

@@ -214,6 +214,52 @@ def _held(name: str) -> bool:
     return name.endswith(".c_int") or name == "body.payload.mass"
 
 
+def _about(
+    names: Sequence[str], held: Mapping, seg: oe.Segments, pieces: oe.Segments, m: int
+) -> dict:
+    """The report's account of the long refit: what it fits and holds, and on what segments."""
+    return {
+        "parameters": list(names),
+        "held_at_short_fit": list(held),
+        "segments": int(seg.ts.shape[0]),
+        "segment_time_s": float(seg.ts[0, -1] - seg.ts[0, 0]),
+        "pieces_per_segment": m,
+        "piece_time_s": float(pieces.ts[0, -1] - pieces.ts[0, 0]),
+    }
+
+
+def _held_out_trial(
+    base: HydraulicPlant,
+    long_spec: oe.HydraulicParameters,
+    seg: oe.Segments,
+    pieces: oe.Segments,
+    m: int,
+    theta0: np.ndarray,
+    max_evaluations: int,
+) -> tuple[oe.OutputErrorResult, oe.Segments, dict[str, float]]:
+    """``(train fit, its pieces at their final start states, held-out costs)``: the refit on
+    three of every `HELD_OUT` long segments, and the held-out ones' replay costs for the short
+    estimate ("no") and that refit ("yes"), from the same start states (module docstring)."""
+    chain = np.arange(pieces.ts.shape[0]) // m
+    with fit_progress.fitting("held-out long segments aside"):
+        train, closed = fit_chains(
+            base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m,
+            theta0=theta0, max_evaluations=max_evaluations,
+        )  # fmt: skip
+    # the held-out long segments run whole from the chains' estimated first start states
+    k = np.arange(seg.ts.shape[0])
+    test = masked(
+        eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), seg,
+                    (pieces.q0[::m], pieces.qd0[::m], pieces.p0[::m])),
+        k % HELD_OUT == HELD_OUT - 1,
+    )  # fmt: skip
+    cost = {
+        "no": replay_cost(theta0, base, long_spec, test),
+        "yes": replay_cost(train.theta, base, long_spec, test),
+    }
+    return train, closed, cost
+
+
 def refit_long(
     plant: HydraulicPlant,
     res: oe.OutputErrorResult,
@@ -246,7 +292,7 @@ def refit_long(
     it was fitted on (their pieces at the final start states, and the pieces per chain; None
     when the refit is not kept)."""
     if choice not in CHOICES:
-        raise ValueError(f"--long-refit: expected one of {CHOICES}, got {choice!r}")
+        raise ValueError(f"refit_long: choice: expected one of {CHOICES}, got {choice!r}")
     if choice == "no":
         return res, spec, plant, {}, {"choice": "no", "how": "--long-refit no"}, None
     names = long_selectors(plant, spec, refine)
@@ -259,37 +305,14 @@ def refit_long(
     short = oe.plant_with(jnp.asarray(theta0), base, long_spec)
     seg, pieces, heads, m = long_sets(base, log, scales, t_start, t_end)
     pieces = estimate_start_states(short, heads, pieces)
-    about = {
-        "parameters": list(names),
-        "held_at_short_fit": list(held),
-        "segments": int(seg.ts.shape[0]),
-        "segment_time_s": float(seg.ts[0, -1] - seg.ts[0, 0]),
-        "pieces_per_segment": m,
-        "piece_time_s": float(pieces.ts[0, -1] - pieces.ts[0, 0]),
-    }
+    about = _about(names, held, seg, pieces, m)
     kw = dict(max_evaluations=max_evaluations)
     if choice == "yes":
         with fit_progress.fitting("every long segment"):
             out, end = fit_chains(base, long_spec, pieces, m, theta0=theta0, **kw)
         report = {"choice": "yes", "how": "--long-refit yes", **about}
         return out, long_spec, base, held, report, (end, m)
-    chain = np.arange(pieces.ts.shape[0]) // m
-    with fit_progress.fitting("held-out long segments aside"):
-        train, closed = fit_chains(
-            base, long_spec, masked(pieces, chain % HELD_OUT != HELD_OUT - 1), m,
-            theta0=theta0, **kw,
-        )  # fmt: skip
-    # the held-out long segments run whole from the chains' estimated first start states
-    k = np.arange(seg.ts.shape[0])
-    test = masked(
-        eqx.tree_at(lambda s: (s.q0, s.qd0, s.p0), seg,
-                    (pieces.q0[::m], pieces.qd0[::m], pieces.p0[::m])),
-        k % HELD_OUT == HELD_OUT - 1,
-    )  # fmt: skip
-    cost = {
-        "no": replay_cost(theta0, base, long_spec, test),
-        "yes": replay_cost(train.theta, base, long_spec, test),
-    }
+    train, closed, cost = _held_out_trial(base, long_spec, seg, pieces, m, theta0, max_evaluations)
     keep = cost["yes"] < cost["no"]
     report = {
         "choice": "yes" if keep else "no",

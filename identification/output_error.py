@@ -60,8 +60,9 @@ What is implemented, and what is not:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -294,23 +295,15 @@ class Segments(eqx.Module):
         return int(np.sum(np.asarray(self.weights) > 0)) * len(self.signal_names)
 
 
-def make_segments(
+def _checked_log(
     plant: HydraulicPlant,
     log: Mapping[str, np.ndarray],
-    *,
-    segment_time: float = 0.5,
-    stride: int = 10,
-    t_start: float | None = None,
-    t_end: float | None = None,
-    scales: Mapping[str, float] | None = None,
-    dt: float = 1e-3,
-) -> Segments:
-    """Cut ``log`` (columns ``t``, the plant's coordinates, ``p_a_<a>``, ``p_b_<a>`` and
-    ``u_<a>``, SI) into consecutive segments of ``segment_time`` s within ``[t_start, t_end]``.
-
-    Start states: see the module docstring. Scales ``s_c``: the standard deviation of each
-    residual signal over the whole log unless ``scales`` gives it. ``dt``: the solver step of
-    `simulate_segments` (s); the log must be uniformly sampled with a period dividing it."""
+    segment_time: float,
+    stride: int,
+    dt: float,
+) -> tuple[Float[np.ndarray, " N"], float, tuple[str, ...]]:
+    """``(t, sample period, residual signal names)`` of a log `make_segments` accepts: the
+    arguments' types, the log's columns (all present and finite) and a uniform time axis."""
     check_type(plant, HydraulicPlant, "make_segments: plant")
     check_type(
         log, Mapping, "make_segments: log (columns by name; see hydraulic_route.log_columns)"
@@ -334,14 +327,25 @@ def make_segments(
     h_mean = float(np.mean(h))
     if np.max(np.abs(h - h_mean)) > 1e-6 * h_mean:
         raise ValueError("make_segments: column 't' must be uniformly sampled")
-    if stride < 1:
-        raise ValueError(f"make_segments: stride must be >= 1, got {stride}")
     names = tuple(plant.coordinate_names) + tuple(
         f"{c}_{a}" for a in plant.actuator_names for c in ("p_a", "p_b")
     )
     for c in names + tuple(plant.input_names):
         if not np.all(np.isfinite(log[c])):
             raise ValueError(f"make_segments: column {c!r} holds NaN or inf")
+    return t, h_mean, names
+
+
+def _segment_starts(
+    t: Float[np.ndarray, " N"],
+    h_mean: float,
+    segment_time: float,
+    stride: int,
+    t_start: float | None,
+    t_end: float | None,
+) -> tuple[int, int, int, np.ndarray]:
+    """``(L, i_lo, i_hi, starts)``: samples per segment, the first and last sample of
+    ``[t_start, t_end]`` and the (K,) first sample of each whole segment within it."""
     L = int(round(segment_time / h_mean))  # samples per segment
     if L < stride or L % stride:
         raise ValueError(
@@ -356,7 +360,15 @@ def make_segments(
             f"make_segments: [{t[i_lo]}, {t[i_hi]}] s is shorter than one segment of "
             f"{segment_time} s"
         )
-    # zero-phase smoothing/differentiation of the start states (cubic Savitzky-Golay)
+    return L, i_lo, i_hi, starts
+
+
+def _smoothed_states(
+    plant: HydraulicPlant, log: Mapping[str, np.ndarray], h_mean: float
+) -> tuple[Float[np.ndarray, "N n"], Float[np.ndarray, "N n"], Float[np.ndarray, "N m 2"]]:
+    """``(q, qd, p)`` at every log sample for the start states: ``q`` as logged, ``qd`` its
+    zero-phase derivative and the chamber pressures zero-phase smoothed (cubic
+    Savitzky-Golay, 51 ms and 21 ms windows: the module docstring)."""
     w_d = 2 * int(round(0.025 / h_mean)) + 1
     w_p = 2 * int(round(0.010 / h_mean)) + 1
     q = np.stack([np.asarray(log[c], float) for c in plant.coordinate_names], axis=1)
@@ -369,8 +381,18 @@ def make_segments(
         axis=1,
     )  # (N, m, 2)
     p_s = scipy.signal.savgol_filter(p, w_p, 3, axis=0)
-    idx = starts[:, None] + stride * np.arange(L // stride + 1)[None, :]  # (K, S)
-    y = np.stack([np.asarray(log[c], float) for c in names], axis=1)
+    return q, qd, p_s
+
+
+def _signal_scales(
+    y: Float[np.ndarray, "N c"],
+    names: tuple[str, ...],
+    scales: Mapping[str, float] | None,
+    i_lo: int,
+    i_hi: int,
+) -> Float[np.ndarray, " c"]:
+    """Each residual signal's scale ``s_c``: ``scales``'s entry, else its standard deviation
+    over samples ``i_lo..i_hi``; refused unless every one is positive."""
     sc = np.array(
         [float((scales or {}).get(c, np.std(y[i_lo : i_hi + 1, j]))) for j, c in enumerate(names)]
     )
@@ -378,6 +400,32 @@ def make_segments(
         raise ValueError(
             f"make_segments: scales must be > 0, got {dict(zip(names, sc, strict=True))}"
         )
+    return sc
+
+
+def make_segments(
+    plant: HydraulicPlant,
+    log: Mapping[str, np.ndarray],
+    *,
+    segment_time: float = 0.5,
+    stride: int = 10,
+    t_start: float | None = None,
+    t_end: float | None = None,
+    scales: Mapping[str, float] | None = None,
+    dt: float = 1e-3,
+) -> Segments:
+    """Cut ``log`` (columns ``t``, the plant's coordinates, ``p_a_<a>``, ``p_b_<a>`` and
+    ``u_<a>``, SI) into consecutive segments of ``segment_time`` s within ``[t_start, t_end]``.
+
+    Start states: see the module docstring. Scales ``s_c``: the standard deviation of each
+    residual signal over the whole log unless ``scales`` gives it. ``dt``: the solver step of
+    `simulate_segments` (s); the log must be uniformly sampled with a period dividing it."""
+    t, h_mean, names = _checked_log(plant, log, segment_time, stride, dt)
+    L, i_lo, i_hi, starts = _segment_starts(t, h_mean, segment_time, stride, t_start, t_end)
+    q, qd, p_s = _smoothed_states(plant, log, h_mean)
+    idx = starts[:, None] + stride * np.arange(L // stride + 1)[None, :]  # (K, S)
+    y = np.stack([np.asarray(log[c], float) for c in names], axis=1)
+    sc = _signal_scales(y, names, scales, i_lo, i_hi)
     weights = np.ones(idx.shape)
     weights[:, 0] = 0.0  # the start sample is the initial condition, not a prediction
     commands = CommandTable(t, np.stack([log[c] for c in plant.input_names], axis=1),
@@ -766,6 +814,124 @@ class OutputErrorResult(eqx.Module):
     bandwidth: int = 0
 
 
+def _fit_start(
+    plant: HydraulicPlant,
+    spec: HydraulicParameters,
+    segments: Segments,
+    theta0,
+    bound: float,
+    max_evaluations: int,
+    xtol: float,
+    ftol: float,
+    dt: float,
+    columns: HydraulicParameters | None,
+) -> tuple[HydraulicParameters, np.ndarray, Float[Array, " C"], Float[Array, " P"]]:
+    """``(columns, index, active, theta0)`` of a `fit` whose arguments it checks: the columns
+    of the compiled program (``spec`` by default), where ``spec`` sits among them and their
+    mask (`embedding`), and the start (the nominal plant's theta by default)."""
+    check_type(plant, HydraulicPlant, "fit: plant")
+    check_type(spec, HydraulicParameters, "fit: spec")
+    check_type(segments, Segments, "fit: segments (see make_segments)")
+    cols = spec if columns is None else columns
+    check_type(cols, HydraulicParameters, "fit: columns")
+    index, active = embedding(spec, cols, "fit")
+    check_number(bound, "fit: bound", above=0)
+    check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
+    for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
+        check_number(x, f"fit: {name}", above=0)
+    # the plant's own theta, also when a start is given: it refuses a leaf at 0 without a
+    # reference (which log-space theta would silently hold at 0)
+    nominal = initial_theta(plant, spec)
+    initial_theta(plant, cols)  # and the held columns' (a leaf at 0 needs its reference)
+    th0 = nominal if theta0 is None else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
+    if th0.shape != (len(spec),):
+        raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
+    return cols, index, active, th0
+
+
+def _evaluated(
+    x: Float[np.ndarray, " P"],
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]],
+    history: list[float],
+    plant: HydraulicPlant,
+    cols: HydraulicParameters,
+    segments: Segments,
+    dt: float,
+    index: np.ndarray,
+    active: Float[Array, " C"],
+    verbose: bool,
+) -> tuple[Float[np.ndarray, " N"], Float[np.ndarray, "N P"]]:
+    """`fit`'s residuals and Jacobian at ``x`` (its columns ``index`` of ``cols``): from
+    ``cache``, which keeps the last two points evaluated (the one accepted and the trial after
+    it), or evaluated, its cost then appended to ``history``."""
+    key = np.asarray(x, float).tobytes()
+    if key not in cache:
+        full = np.zeros(len(cols))
+        full[index] = x
+        r, J = residuals_and_jacobian(jnp.asarray(full), plant, cols, segments, dt, active)
+        r, J = np.asarray(r), np.asarray(J)[:, index]
+        if len(cache) == 2:
+            del cache[next(iter(cache))]
+        cache[key] = (r, J)
+        history.append(0.5 * float(r @ r))
+        fit_progress.evaluation(len(history), history[-1])
+        if verbose:
+            print(f"  evaluation {len(history)}: cost {history[-1]:.6g}", flush=True)
+    return cache[key]
+
+
+def _no_decrease_left(
+    x: Float[np.ndarray, " P"],
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]],
+    lower: Float[np.ndarray, " P"],
+    upper: Float[np.ndarray, " P"],
+    ftol: float,
+) -> bool:
+    """Whether the linear model at the accepted point ``x`` lets no step lower the cost by
+    ``ftol`` of it (`least_squares.model_decrease`); False where ``x`` has left the cache."""
+    x = np.asarray(x, float)
+    r, J = cache.get(x.tobytes(), (None, None))
+    return bool(r is not None and model_decrease(r, J, x, lower, upper) < ftol * 0.5 * (r @ r))
+
+
+def _trust_region(
+    evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]],
+    x0: Float[np.ndarray, " P"],
+    bound: float,
+    xtol: float,
+    ftol: float,
+    max_evaluations: int,
+) -> tuple[scipy.optimize.OptimizeResult, bool]:
+    """``(scipy's solution, whether the linear model stopped it)``: trust-region reflective
+    least squares from ``x0`` within ``|x - x0| <= bound``, ``evaluate`` filling ``cache``."""
+    lower, upper, stopped = x0 - bound, x0 + bound, []
+
+    def converged(intermediate_result):  # scipy passes the result by this parameter's name
+        # after each accepted step: once the linear model lets no step lower the cost by
+        # ``ftol`` of it, stop without the evaluation that scipy's own test (on the decrease
+        # a step achieved) would spend (measured on the 60 s crane log: two of the final
+        # fit's four evaluations, one of each pilot's three)
+        if _no_decrease_left(intermediate_result.x, cache, lower, upper, ftol):
+            stopped.append(True)
+            raise StopIteration
+
+    sol = scipy.optimize.least_squares(
+        lambda x: evaluate(x)[0],
+        x0,
+        jac=lambda x: evaluate(x)[1],
+        bounds=(lower, upper),
+        method="trf",
+        x_scale=1.0,
+        xtol=xtol,
+        ftol=ftol,
+        gtol=1e-10,
+        max_nfev=max_evaluations,
+        callback=converged,
+    )
+    return sol, bool(stopped)
+
+
 def fit(
     plant: HydraulicPlant,
     spec: HydraulicParameters,
@@ -798,76 +964,24 @@ def fit(
     outside ``spec`` held at their nominal values by a mask (`embedding`): a choice among
     parameter sets (`model_choice`) compiles one program per segment shape instead of one per
     set and shape (30-50 s each on the crane), at the cost of computing the held columns too."""
-    check_type(plant, HydraulicPlant, "fit: plant")
-    check_type(spec, HydraulicParameters, "fit: spec")
-    check_type(segments, Segments, "fit: segments (see make_segments)")
-    cols = spec if columns is None else columns
-    check_type(cols, HydraulicParameters, "fit: columns")
-    index, active = embedding(spec, cols, "fit")
-    check_number(bound, "fit: bound", above=0)
-    check_number(max_evaluations, "fit: max_evaluations", integer=True, at_least=1)
-    for name, x in (("xtol", xtol), ("ftol", ftol), ("dt", dt)):
-        check_number(x, f"fit: {name}", above=0)
-    # the plant's own theta, also when a start is given: it refuses a leaf at 0 without a
-    # reference (which log-space theta would silently hold at 0)
-    nominal = initial_theta(plant, spec)
-    initial_theta(plant, cols)  # and the held columns' (a leaf at 0 needs its reference)
-    th0 = nominal if theta0 is None else jnp.asarray(as_real_array(theta0, "fit: theta0"), float)
-    if th0.shape != (len(spec),):
-        raise ValueError(f"fit: theta0 must have shape ({len(spec)},), got {th0.shape}")
+    cols, index, active, th0 = _fit_start(
+        plant, spec, segments, theta0, bound, max_evaluations, xtol, ftol, dt, columns
+    )
     # a hydraulic identify runs several fits, each compiling its residual and Jacobian
     # program: keep the process below the kernel's limit on memory mappings
     compile_cache.relieve()
     plant = strong_types(plant)
     # the last two points evaluated: the one accepted and the trial after it (after two
-    # refused trials in a row the accepted point is gone, and `converged` skips its test)
+    # refused trials in a row the accepted point is gone, and `_no_decrease_left` skips its test)
     cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
     history: list[float] = []
-
-    def evaluate(x):
-        key = np.asarray(x, float).tobytes()
-        if key not in cache:
-            full = np.zeros(len(cols))
-            full[index] = x
-            r, J = residuals_and_jacobian(jnp.asarray(full), plant, cols, segments, dt, active)
-            r, J = np.asarray(r), np.asarray(J)[:, index]
-            if len(cache) == 2:
-                del cache[next(iter(cache))]
-            cache[key] = (r, J)
-            history.append(0.5 * float(r @ r))
-            fit_progress.evaluation(len(history), history[-1])
-            if verbose:
-                print(f"  evaluation {len(history)}: cost {history[-1]:.6g}", flush=True)
-        return cache[key]
-
+    evaluate = functools.partial(
+        _evaluated, cache=cache, history=history, plant=plant, cols=cols, segments=segments,
+        dt=dt, index=index, active=active, verbose=verbose,
+    )  # fmt: skip
     t0 = time.perf_counter()
     x0 = np.asarray(th0, float)
-    lower, upper, stopped = x0 - bound, x0 + bound, []
-
-    def converged(intermediate_result):
-        # after each accepted step: once the linear model lets no step lower the cost by
-        # ``ftol`` of it, stop without the evaluation that scipy's own test (on the decrease
-        # a step achieved) would spend (measured on the 60 s crane log: two of the final
-        # fit's four evaluations, one of each pilot's three)
-        x = np.asarray(intermediate_result.x, float)
-        r, J = cache.get(x.tobytes(), (None, None))
-        if r is not None and model_decrease(r, J, x, lower, upper) < ftol * 0.5 * (r @ r):
-            stopped.append(True)
-            raise StopIteration
-
-    sol = scipy.optimize.least_squares(
-        lambda x: evaluate(x)[0],
-        x0,
-        jac=lambda x: evaluate(x)[1],
-        bounds=(lower, upper),
-        method="trf",
-        x_scale=1.0,
-        xtol=xtol,
-        ftol=ftol,
-        gtol=1e-10,
-        max_nfev=max_evaluations,
-        callback=converged,
-    )
+    sol, stopped = _trust_region(evaluate, cache, x0, bound, xtol, ftol, max_evaluations)
     wall = time.perf_counter() - t0
     r, J = evaluate(sol.x)
     message = "the linear model's decrease below `ftol`" if stopped else str(sol.message)

@@ -36,6 +36,7 @@ parameter's also through the plant."""
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -238,6 +239,202 @@ def chain_starts(
     return out, F
 
 
+class _Condensed(NamedTuple):
+    """The condensed problem at one trial point of `fit_chains` (module docstring)."""
+
+    r: Float[np.ndarray, " N"]  # condensed residuals r~
+    J: Float[np.ndarray, "N PC"]  # their Jacobian in theta, then in the chains' first starts (C)
+    a: Float[np.ndarray, "K z"]  # each piece's start-state step at dtheta = 0: its gap
+    D: Float[np.ndarray, "K z P"]  # that step's derivative in theta
+    F: Float[np.ndarray, "K z z"] | None  # ... in its chain's first start (None: starts held)
+
+
+def _checked_chains(
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    m: int,
+    theta0,
+    bound: float,
+    max_evaluations: int,
+    ftol: float,
+    xtol: float,
+    dt: float,
+) -> Float[np.ndarray, " P"]:
+    """``theta0`` as a (P,) array, once `fit_chains`'s arguments are checked."""
+    check_type(plant, HydraulicPlant, "fit_chains: plant")
+    check_type(pieces, oe.Segments, "fit_chains: pieces (see make_segments)")
+    check_number(m, "fit_chains: m (pieces per chain)", integer=True, at_least=1)
+    K = int(pieces.ts.shape[0])
+    if K % m:
+        raise ValueError(f"fit_chains: {K} pieces are not chains of {m}")
+    check_type(spec, oe.HydraulicParameters, "fit_chains: spec")
+    check_number(max_evaluations, "fit_chains: max_evaluations", integer=True, at_least=1)
+    for name, x in (("bound", bound), ("ftol", ftol), ("xtol", xtol), ("dt", dt)):
+        check_number(x, f"fit_chains: {name}", above=0)
+    if m > 1 and internal_states(plant):
+        raise ValueError("fit_chains: an actuator holds spool or bristle states, which a chain "
+                         "does not carry across pieces: pass m = 1 (single shooting)")  # fmt: skip
+    oe.initial_theta(plant, spec)  # refuses a leaf at 0 without a reference
+    x0 = np.asarray(as_real_array(theta0, "fit_chains: theta0"), float)
+    if x0.shape != (len(spec),):
+        raise ValueError(f"fit_chains: theta0 must have shape ({len(spec)},), got {x0.shape}")
+    return x0
+
+
+def _condensed_at(
+    theta: Float[np.ndarray, " P"],
+    segs: oe.Segments,
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    m: int,
+    C: int,
+    dt: float,
+    history: list[float],
+) -> _Condensed:
+    """The condensed problem at ``theta`` from the pieces ``segs`` (one evaluation of
+    `linearized`), with the ``C`` columns of the chains' first starts where they are fitted;
+    its cost appended to ``history``."""
+    lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
+    r, J, a, D = condensed(lin, start_vector(segs, plant.model.n), m)
+    history.append(0.5 * float(r @ r))
+    fit_progress.evaluation(len(history), history[-1])
+    if not C:
+        return _Condensed(r, J, a, D, None)
+    S, F = chain_starts(lin, m)
+    return _Condensed(r, np.concatenate([J, S.reshape(-1, C)], axis=1), a, D, F)
+
+
+def _gap(a: Float[np.ndarray, "K z"], live: np.ndarray) -> float:
+    """The largest gap between consecutive pieces of the chains that count (scaled units)."""
+    return float(np.max(np.abs(a[live]), initial=0.0))
+
+
+def _start_step(
+    cond: _Condensed, step: Float[np.ndarray, " PC"], m: int
+) -> Float[np.ndarray, "K z"]:
+    """Every piece's start-state step for ``step``: it moves with theta (``D``) and with its
+    chain's first start (``F``, where the starts are fitted)."""
+    P = cond.D.shape[2]
+    if cond.F is None:
+        return cond.a + cond.D @ step[:P]
+    ds = np.repeat(step[P:].reshape(-1, cond.a.shape[1]), m, axis=0)
+    return cond.a + cond.D @ step[:P] + np.einsum("kzy,ky->kz", cond.F, ds)
+
+
+def _damped_step(
+    cond: _Condensed,
+    x: Float[np.ndarray, " PC"],
+    seen: np.ndarray,
+    lo: Float[np.ndarray, " PC"],
+    hi: Float[np.ndarray, " PC"],
+    mu: float,
+) -> Float[np.ndarray, " PC"]:
+    """The projected Levenberg-Marquardt step from ``x`` with damping ``mu``: an unknown at a
+    bound that the descent pushes outward stays there, the others take the damped step of
+    their own subproblem (an unknown no residual sees is not moved)."""
+    H, g = cond.J.T @ cond.J, cond.J.T @ cond.r
+    free = seen & ~(((x >= hi) & (g < 0)) | ((x <= lo) & (g > 0)))
+    Hf = H[np.ix_(free, free)]
+    step = np.zeros_like(x)
+    step[free] = -np.linalg.solve(Hf + mu * np.diag(np.diag(Hf) + 1e-12), g[free])
+    return step
+
+
+def _levenberg_marquardt(
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    m: int,
+    x0: Float[np.ndarray, " P"],
+    *,
+    C: int,
+    live: np.ndarray,
+    bound: float,
+    max_evaluations: int,
+    ftol: float,
+    xtol: float,
+    dt: float,
+    history: list[float],
+) -> tuple[np.ndarray, oe.Segments, _Condensed, np.ndarray, bool, str]:
+    """`fit_chains`'s iteration: ``(theta, the pieces at their start states, the condensed
+    problem there, the unknowns the residuals see, success, message)``."""
+    P, n = len(x0), plant.model.n
+    theta, segs = x0, pieces
+    lo = np.concatenate([x0 - bound, np.full(C, -np.inf)])
+    hi = np.concatenate([x0 + bound, np.full(C, np.inf)])
+    cond = _condensed_at(theta, segs, plant, spec, m, C, dt, history)
+    # a held-out chain's start columns are 0 (and a parameter that moves nothing), so not fitted
+    seen = np.linalg.norm(cond.J, axis=0) > 0
+    cost, mu, success, message = history[-1], 1e-3, False, "max_evaluations reached"
+    close = False
+    while len(history) < max_evaluations:
+        x = np.concatenate([theta, np.zeros(C)])  # the starts' unknowns are steps from here
+        if close:  # the same theta, the gaps closed: its cost without their bias
+            step = np.zeros_like(x)
+        # where the chains are closed and the linear model lets no step lower the cost by
+        # ``ftol`` of it, no evaluation is spent to confirm it
+        elif _gap(cond.a, live) <= GAP_TOL and model_decrease(
+            cond.r, cond.J[:, seen], x[seen], lo[seen], hi[seen]
+        ) < ftol * cost:  # fmt: skip
+            success, message = True, "model decrease below tolerance, chains closed"
+            break
+        else:
+            step = _damped_step(cond, x, seen, lo, hi, mu)
+        step = np.clip(x + step, lo, hi) - x  # on a bound exactly
+        trial = theta + step[:P]
+        trial_segs = moved(segs, _start_step(cond, step, m), n)
+        out = _condensed_at(trial, trial_segs, plant, spec, m, C, dt, history)
+        closed = _gap(out.a, live) <= GAP_TOL
+        if close or history[-1] < cost:
+            drop = cost - history[-1]
+            theta, segs, cond, cost = trial, trial_segs, out, history[-1]
+            if not close:
+                mu /= 3.0  # trust the model more
+                if closed and (drop < ftol * cost or np.max(np.abs(step[:P])) < xtol):
+                    success, message = True, "cost or step below tolerance, chains closed"
+                    break
+            close = False
+            continue
+        mu *= 4.0
+        # refused: from open chains the cost is a low estimate (`GAP_TOL`), close them first
+        close = _gap(cond.a, live) > GAP_TOL
+        if not close and np.max(np.abs(step[:P])) < xtol:
+            success, message = True, "no step lowers the cost, chains closed"
+            break
+    if not success:
+        message += f"; largest gap {_gap(cond.a, live):.3g} (chains closed below {GAP_TOL:g})"
+    return theta, segs, cond, seen, success, message
+
+
+def _chains_result(
+    theta: Float[np.ndarray, " P"],
+    plant: HydraulicPlant,
+    spec: oe.HydraulicParameters,
+    pieces: oe.Segments,
+    m: int,
+    cond: _Condensed,
+    seen: np.ndarray,
+    history: list[float],
+    t0: float,
+    success: bool,
+    message: str,
+) -> oe.OutputErrorResult:
+    """`fit_chains`'s result at ``theta``: theta's Jacobian with the start states' directions
+    projected out, so that its covariance is the Schur complement of the joint one (the
+    starts unknown, not known), the chains the series of its sandwich."""
+    P, K = len(spec), int(pieces.ts.shape[0])
+    Js = cond.J[:, P:][:, seen[P:]]
+    J_theta = cond.J[:, :P]
+    if Js.shape[1]:
+        J_theta = J_theta - Js @ np.linalg.lstsq(Js, J_theta, rcond=None)[0]
+    return oe.fit_result(
+        theta, plant, spec, cond.r, J_theta, pieces.n_residuals - int(seen[P:].sum()), history,
+        (K // m, m * pieces.targets.shape[1]), n_evaluations=len(history),
+        wall_time=time.perf_counter() - t0, success=success, message=message,
+    )  # fmt: skip
+
+
 def fit_chains(
     plant: HydraulicPlant,
     spec: oe.HydraulicParameters,
@@ -276,112 +473,22 @@ def fit_chains(
     out, so that its covariance is theta's marginal with the start states unknown; the
     chains as the series of `output_error.theta_covariance`'s sandwich) and the pieces at
     their final start states."""
-    check_type(plant, HydraulicPlant, "fit_chains: plant")
-    check_type(pieces, oe.Segments, "fit_chains: pieces (see make_segments)")
-    check_number(m, "fit_chains: m (pieces per chain)", integer=True, at_least=1)
-    K = int(pieces.ts.shape[0])
-    if K % m:
-        raise ValueError(f"fit_chains: {K} pieces are not chains of {m}")
-    check_type(spec, oe.HydraulicParameters, "fit_chains: spec")
-    check_number(max_evaluations, "fit_chains: max_evaluations", integer=True, at_least=1)
-    for name, x in (("bound", bound), ("ftol", ftol), ("xtol", xtol), ("dt", dt)):
-        check_number(x, f"fit_chains: {name}", above=0)
-    if m > 1 and internal_states(plant):
-        raise ValueError("fit_chains: an actuator holds spool or bristle states, which a chain "
-                         "does not carry across pieces: pass m = 1 (single shooting)")  # fmt: skip
-    oe.initial_theta(plant, spec)  # refuses a leaf at 0 without a reference
-    n = plant.model.n
+    x0 = _checked_chains(plant, spec, pieces, m, theta0, bound, max_evaluations, ftol, xtol, dt)
+    n, K = plant.model.n, int(pieces.ts.shape[0])
     plant = oe.strong_types(plant)
-    x0 = np.asarray(as_real_array(theta0, "fit_chains: theta0"), float)
-    if x0.shape != (len(spec),):
-        raise ValueError(f"fit_chains: theta0 must have shape ({len(spec)},), got {x0.shape}")
     compile_cache.relieve()  # as `output_error.fit`: below the kernel's memory-map limit
     live = np.any(np.asarray(pieces.weights) > 0, axis=1)  # chains held out do not count
     # the start states' columns only where they are fitted: held, they would cost a
     # (N, P + C) Jacobian and its normal matrix every evaluation for columns masked out
     z = 2 * n + int(np.prod(pieces.p0.shape[1:]))
-    P, C = len(spec), (K // m) * z * bool(free_starts)
+    C = (K // m) * z * bool(free_starts)
     history: list[float] = []
     t0 = time.perf_counter()
-
-    def evaluate(theta, segs):
-        lin = linearized(jnp.asarray(theta), plant, spec, segs, dt)
-        r_, J_, a_, D_ = condensed(lin, start_vector(segs, n), m)
-        history.append(0.5 * float(r_ @ r_))
-        fit_progress.evaluation(len(history), history[-1])
-        if not C:
-            return r_, J_, a_, D_, None
-        S_, F_ = chain_starts(lin, m)
-        return r_, np.concatenate([J_, S_.reshape(-1, C)], axis=1), a_, D_, F_
-
-    def gap(a_):
-        return float(np.max(np.abs(a_[live]), initial=0.0))
-
-    def start_step(a_, D_, F_, step):
-        # every piece's start moves with theta (``D``) and with its chain's first start (``F``)
-        if not C:
-            return a_ + D_ @ step[:P]
-        ds = np.repeat(step[P:].reshape(K // m, z), m, axis=0)
-        return a_ + D_ @ step[:P] + np.einsum("kzy,ky->kz", F_, ds)
-
-    theta, segs = x0, pieces
-    lo = np.concatenate([x0 - bound, np.full(C, -np.inf)])
-    hi = np.concatenate([x0 + bound, np.full(C, np.inf)])
-    r, J, a, D, F = evaluate(theta, segs)
-    # a held-out chain's start columns are 0 (and a parameter that moves nothing), so not fitted
-    seen = np.linalg.norm(J, axis=0) > 0
-    cost, mu, success, message = history[-1], 1e-3, False, "max_evaluations reached"
-    close = False
-    while len(history) < max_evaluations:
-        x = np.concatenate([theta, np.zeros(C)])  # the starts' unknowns are steps from here
-        if close:  # the same theta, the gaps closed: its cost without their bias
-            step = np.zeros_like(x)
-        else:
-            H, g = J.T @ J, J.T @ r
-            # a parameter at a bound that the descent pushes outward stays there (projected
-            # Levenberg-Marquardt); the others take the damped step of their own subproblem
-            free = seen & ~(((x >= hi) & (g < 0)) | ((x <= lo) & (g > 0)))
-            Hf = H[np.ix_(free, free)]
-            # where the chains are closed and the linear model lets no step lower the cost by
-            # ``ftol`` of it, no evaluation is spent to confirm it
-            if gap(a) <= GAP_TOL and model_decrease(r, J[:, seen], x[seen], lo[seen],
-                                                    hi[seen]) < ftol * cost:  # fmt: skip
-                success, message = True, "model decrease below tolerance, chains closed"
-                break
-            step = np.zeros_like(x)
-            step[free] = -np.linalg.solve(Hf + mu * np.diag(np.diag(Hf) + 1e-12), g[free])
-        step = np.clip(x + step, lo, hi) - x  # on a bound exactly
-        trial = theta + step[:P]
-        trial_segs = moved(segs, start_step(a, D, F, step), n)
-        out = evaluate(trial, trial_segs)
-        closed = gap(out[2]) <= GAP_TOL
-        if close or history[-1] < cost:
-            drop = cost - history[-1]
-            theta, segs, (r, J, a, D, F), cost = trial, trial_segs, out, history[-1]
-            if not close:
-                mu /= 3.0  # trust the model more
-                if closed and (drop < ftol * cost or np.max(np.abs(step[:P])) < xtol):
-                    success, message = True, "cost or step below tolerance, chains closed"
-                    break
-            close = False
-            continue
-        mu *= 4.0
-        # refused: from open chains the cost is a low estimate (`GAP_TOL`), close them first
-        close = gap(a) > GAP_TOL
-        if not close and np.max(np.abs(step[:P])) < xtol:
-            success, message = True, "no step lowers the cost, chains closed"
-            break
-    if not success:
-        message += f"; largest gap {gap(a):.3g} (chains closed below {GAP_TOL:g})"
-    # theta's Jacobian with the start states' directions projected out: its covariance is
-    # then the Schur complement of the joint one (the starts unknown, not known)
-    Js = J[:, P:][:, seen[P:]]
-    J_theta = J[:, :P]
-    if Js.shape[1]:
-        J_theta = J_theta - Js @ np.linalg.lstsq(Js, J_theta, rcond=None)[0]
-    result = oe.fit_result(
-        theta, plant, spec, r, J_theta, pieces.n_residuals - int(seen[P:].sum()), history,
-        (K // m, m * pieces.targets.shape[1]), n_evaluations=len(history),
-        wall_time=time.perf_counter() - t0, success=success, message=message,
+    theta, segs, cond, seen, success, message = _levenberg_marquardt(
+        plant, spec, pieces, m, x0, C=C, live=live, bound=bound,
+        max_evaluations=max_evaluations, ftol=ftol, xtol=xtol, dt=dt, history=history,
     )  # fmt: skip
+    result = _chains_result(
+        theta, plant, spec, pieces, m, cond, seen, history, t0, success, message
+    )
     return result, segs
